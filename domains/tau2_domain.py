@@ -1,0 +1,515 @@
+"""tau2's domains (airline, retail, telecom, mock) behind passhat's Domain interface.
+
+tau2 does the real work: its tasks, tools, environments, prompts and evaluator are used
+as a library, so a reward computed here is the reward tau2 gives the same conversation.
+What this module adds is speed for a worker that runs thousands of trials in one process:
+
+- tau2's environment constructors re-read the domain's database file (airline: 7 MB of
+  JSON) every time, and its evaluator builds two environments per scoring. Here each
+  database is parsed once per process and every environment gets a fresh copy of it.
+- A conversation's environment is kept between tool calls (`session`), so a tool call
+  does not replay the whole conversation unless this worker has not seen it yet.
+
+tau2 is imported inside functions only: importing it takes seconds, which `passhat --help`
+and anything else that merely lists domains must not pay.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from domains.base import (
+    GoldAction,
+    Message,
+    Score,
+    TaskInfo,
+    ToolCall,
+    UnknownDomainError,
+    UnknownTaskError,
+)
+
+TAU2_DOMAINS = ("airline", "retail", "telecom", "mock")
+
+# Each cached airline environment holds a private ~20 MB copy of the database (165k
+# objects the garbage collector scans), so the cache is small: about one entry per
+# conversation a worker runs at once. A miss only costs a rebuild (~0.1 s for airline),
+# small next to a model call.
+DEFAULT_SESSION_CACHE_SIZE = 8
+
+
+class Tau2Domain:
+    """One tau2 domain. Cheap to create: tau2's data is loaded on first use."""
+
+    def __init__(self, name: str, session_cache_size: int = DEFAULT_SESSION_CACHE_SIZE):
+        if name not in TAU2_DOMAINS:
+            raise UnknownDomainError(
+                f"tau2 has no domain {name!r}; known: {', '.join(TAU2_DOMAINS)}"
+            )
+        self.name = name
+        self._sessions = _SessionCache(session_cache_size)
+
+    # -- tasks and prompts -------------------------------------------------------------
+
+    def task_ids(self) -> list[str]:
+        return list(_data(self.name).tasks)
+
+    def task(self, task_id: str) -> TaskInfo:
+        task = self._tau2_task(task_id)
+        instructions = task.user_scenario.instructions
+        criteria = task.evaluation_criteria
+        return TaskInfo(
+            id=task.id,
+            # tau2's run hands the user simulator exactly this string.
+            user_scenario=str(task.user_scenario),
+            reason_for_call=getattr(instructions, "reason_for_call", None),
+            known_info=getattr(instructions, "known_info", None),
+            gold_actions=[
+                GoldAction(name=a.name, arguments=a.arguments, requestor=a.requestor)
+                for a in (criteria.actions or [] if criteria else [])
+            ],
+            communicate_info=list(criteria.communicate_info or []) if criteria else [],
+            initial_messages=_initial_messages(task),
+        )
+
+    def agent_tools(self) -> list[dict[str, Any]]:
+        return [tool.openai_schema for tool in _data(self.name).agent_tools]
+
+    def user_tools(self) -> list[dict[str, Any]] | None:
+        tools = _data(self.name).user_tools
+        return None if tools is None else [tool.openai_schema for tool in tools]
+
+    def agent_system_prompt(self) -> str:
+        from tau2.agent.llm_agent import LLMAgent
+
+        data = _data(self.name)
+        return LLMAgent(tools=data.agent_tools, domain_policy=data.policy).system_prompt
+
+    def user_system_prompt(self, task_id: str) -> str:
+        from tau2.user.user_simulator import UserSimulator
+
+        task = self._tau2_task(task_id)
+        # The guidelines differ with and without user tools, as in tau2's run.
+        user = UserSimulator(
+            tools=_data(self.name).user_tools, instructions=str(task.user_scenario)
+        )
+        return user.system_prompt
+
+    # -- tools -------------------------------------------------------------------------
+
+    def execute(
+        self,
+        task_id: str,
+        history: list[Message],
+        calls: list[ToolCall],
+        session: str | None = None,
+    ) -> list[Message]:
+        """Run `calls` against the state left by the task's initial state and `history`.
+
+        `history` is the conversation so far; it may start with the task's initial
+        messages or leave them out (they are replayed either way). Tool messages in it
+        must carry the content this domain returned: a rebuild replays every answered
+        call and tau2 refuses a history whose answers it cannot reproduce.
+        """
+        task = self._tau2_task(task_id)
+        history = _with_initial_messages(task, history)
+        trace = _tool_trace(history)
+        key = (task_id, session)
+        env = self._sessions.take(key, trace) if session is not None else None
+        if env is None:
+            env = self._rebuild(task, history)
+
+        answers = []
+        for call in calls:
+            if call.invalid_arguments is not None:
+                answers.append(_invalid_arguments_answer(call))
+                continue
+            response = env.get_response(_to_tau2_call(call))
+            answers.append(
+                Message(
+                    role="tool",
+                    content=response.content,
+                    tool_call_id=call.id,
+                    requestor=call.requestor,
+                    error=response.error,
+                )
+            )
+        # tau2's orchestrator syncs user and agent state once more after every step.
+        env.sync_tools()
+
+        if session is not None:
+            trace += tuple((a.tool_call_id, a.content) for a in answers)
+            self._sessions.put(key, env, trace)
+        return answers
+
+    def _rebuild(self, task: Any, history: list[Message]) -> Any:
+        """A fresh environment in the state after the task's initial state and every
+        answered tool call of `history` (tau2's set_state replays them)."""
+        env = _data(self.name).new_environment()
+        init = task.initial_state
+        env.set_state(
+            initialization_data=init.initialization_data if init else None,
+            initialization_actions=init.initialization_actions if init else None,
+            message_history=_replayable(history),
+        )
+        return env
+
+    # -- scoring -----------------------------------------------------------------------
+
+    def score(
+        self, task_id: str, messages: list[Message], termination_reason: str
+    ) -> Score:
+        from tau2.data_model.simulation import SimulationRun, TerminationReason
+        from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+        from tau2.utils.utils import get_now
+
+        task = self._tau2_task(task_id)
+        if termination_reason not in {r.value for r in TerminationReason}:
+            # Not a reason tau2 knows, so not a stop either: tau2 scores those 0.
+            return Score(
+                reward=0.0,
+                info={"note": f"Not a tau2 stop reason: {termination_reason!r}"},
+            )
+        data = _data(self.name)
+        now = get_now()
+        simulation = SimulationRun(
+            id=f"passhat-{task_id}",
+            task_id=task_id,
+            start_time=now,
+            end_time=now,
+            duration=0.0,
+            termination_reason=termination_reason,
+            messages=_to_tau2_trajectory(_with_initial_messages(task, messages)),
+        )
+        with _gc_paused():
+            result = evaluate_simulation(
+                simulation=simulation,
+                task=task,
+                evaluation_type=EvaluationType.ALL,
+                solo_mode=False,
+                # The evaluator uses this name only to look up the environment
+                # constructor; ours builds from the cached database.
+                domain=data.evaluator_domain,
+            )
+        return _to_score(result)
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _tau2_task(self, task_id: str) -> Any:
+        try:
+            return _data(self.name).tasks[task_id]
+        except KeyError:
+            raise UnknownTaskError(f"{self.name} has no task {task_id!r}") from None
+
+
+# ---------------------------------------------------------------------------------------
+# Per-process tau2 data
+
+
+class _Tau2Data:
+    """What one domain needs from tau2's files, parsed once per process."""
+
+    def __init__(self, name: str):
+        from tau2.registry import registry
+
+        # The task set tau2 runs by default (the "base" split where there is one).
+        self.tasks = {task.id: task for task in registry.get_tasks_loader(name)()}
+        self._construct = registry.get_env_constructor(name)
+        env = self._construct()
+        self.policy = env.get_policy()
+        self.agent_tools = env.get_tools()
+        self.user_tools = env.get_user_tools() if env.user_tools is not None else None
+        # Databases are kept as plain data: validating a dict into a new model is the
+        # fastest full copy measured (faster than deepcopy, model_copy or re-parsing JSON)
+        # and shares nothing mutable with the cache.
+        self._db_type = type(env.tools.db)
+        self._db = env.tools.db.model_dump()
+        self._user_db_type = type(env.user_tools.db) if env.user_tools else None
+        self._user_db = env.user_tools.db.model_dump() if env.user_tools else None
+
+        self.evaluator_domain = f"passhat-{name}"
+        if self.evaluator_domain not in registry.get_domains():
+            registry.register_domain(self.new_environment, self.evaluator_domain)
+
+    def new_environment(self, solo_mode: bool = False) -> Any:
+        """tau2's environment for this domain, on a fresh copy of the cached database."""
+        with _gc_paused():
+            kwargs: dict[str, Any] = {"db": self._db_type.model_validate(self._db)}
+            if self._user_db_type is not None:
+                kwargs["user_db"] = self._user_db_type.model_validate(self._user_db)
+            return self._construct(solo_mode=solo_mode, **kwargs)
+
+
+_loaded: dict[str, _Tau2Data] = {}
+_load_lock = threading.Lock()
+
+
+def _data(name: str) -> _Tau2Data:
+    data = _loaded.get(name)
+    if data is None:
+        with _load_lock:
+            data = _loaded.get(name)
+            if data is None:
+                _quiet_tau2()
+                data = _loaded[name] = _Tau2Data(name)
+    return data
+
+
+def _quiet_tau2() -> None:
+    # tau2 logs every tool response at DEBUG to stderr; in a worker running thousands
+    # of trials that is noise and measurable time. Only tau2's own loggers are silenced.
+    from loguru import logger
+
+    logger.disable("tau2")
+
+
+_gc_lock = threading.Lock()
+_gc_holders = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while copying or hashing a database.
+
+    Building an airline database allocates ~165k objects, which triggers repeated
+    collections that scan every live object: the copy takes 150 ms with the collector
+    running and 60 ms without, hashing 117 ms and 74 ms. Environments are freed by
+    reference counting, and anything cyclic is collected once the collector resumes,
+    when the last concurrent holder leaves.
+    """
+    global _gc_holders, _gc_was_enabled
+    with _gc_lock:
+        if _gc_holders == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_holders += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holders -= 1
+            if _gc_holders == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+class _SessionCache:
+    """Environments of recent conversations, keyed by (task, session), least recently
+    used evicted first. An entry is reused only when the conversation's tool history is
+    exactly the one the environment has applied; otherwise the caller rebuilds. An entry
+    is removed while in use, so two threads never share an environment."""
+
+    def __init__(self, size: int):
+        self._size = size
+        self._entries: OrderedDict[Any, tuple[Any, tuple]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, key: Any, trace: tuple) -> Any:
+        with self._lock:
+            entry = self._entries.pop(key, None)
+        if entry is None or entry[1] != trace:
+            return None
+        return entry[0]
+
+    def put(self, key: Any, env: Any, trace: tuple) -> None:
+        if self._size <= 0:
+            return
+        with self._lock:
+            self._entries[key] = (env, trace)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+
+# ---------------------------------------------------------------------------------------
+# Message conversion
+
+
+def _initial_messages(task: Any) -> list[Message]:
+    """The conversation that precedes a trial of `task` (tau2's initial message history)."""
+    state = task.initial_state
+    return _from_tau2_messages(state.message_history or [] if state else [])
+
+
+def _with_initial_messages(task: Any, messages: list[Message]) -> list[Message]:
+    """`messages`, starting with the task's initial messages even if the caller left
+    them out: their tool calls are part of the state every trial starts from."""
+    initial = _initial_messages(task)
+    if initial and messages[: len(initial)] != initial:
+        return initial + list(messages)
+    return messages
+
+
+def _answered_calls(messages: list[Message]) -> list[tuple[ToolCall, Message]]:
+    """Each tool call that has an answer, with that answer, in conversation order.
+
+    An answer is a tool message with the call's id among the tool messages right after
+    the calling message. Calls without one (not run yet) are left out.
+    """
+    pairs = []
+    for i, message in enumerate(messages):
+        if not message.tool_calls:
+            continue
+        answers: dict[str | None, Message] = {}
+        for following in messages[i + 1 :]:
+            if following.role != "tool":
+                break
+            answers.setdefault(following.tool_call_id, following)
+        for call in message.tool_calls:
+            if call.id in answers:
+                pairs.append((call, answers.pop(call.id)))
+    return pairs
+
+
+def _tool_trace(history: list[Message]) -> tuple:
+    """What identifies the tool state a history leads to."""
+    return tuple(
+        (answer.tool_call_id, answer.content) for _, answer in _answered_calls(history)
+    )
+
+
+def _replayable(history: list[Message]) -> list[Any]:
+    """The tool calls `history` ran, as tau2 messages that set_state can replay: one
+    calling message per call, followed by its answer. Calls with invalid arguments never
+    ran, so they are not replayed."""
+    from tau2.data_model.message import AssistantMessage, UserMessage
+
+    replay = []
+    for call, answer in _answered_calls(history):
+        if call.invalid_arguments is not None:
+            continue
+        caller = UserMessage if call.requestor == "user" else AssistantMessage
+        replay.append(caller(role=call.requestor, tool_calls=[_to_tau2_call(call)]))
+        replay.append(_to_tau2_tool_message(call, answer))
+    return replay
+
+
+def _to_tau2_trajectory(messages: list[Message]) -> list[Any]:
+    """Our conversation as tau2's simulation messages.
+
+    Tool calls that never ran (invalid arguments, or no answer) are left out with their
+    answers: they did not touch the environment, and tau2 expects every call in a
+    trajectory to be followed by its answer.
+    """
+    from tau2.data_model.message import AssistantMessage, UserMessage
+
+    answered = {
+        id(call): answer
+        for call, answer in _answered_calls(messages)
+        if call.invalid_arguments is None
+    }
+    trajectory: list[Any] = []
+    for message in messages:
+        if message.role == "tool":
+            continue  # emitted right after the call it answers
+        calls = [c for c in message.tool_calls or [] if id(c) in answered]
+        if not calls and not message.has_text():
+            continue
+        caller = UserMessage if message.role == "user" else AssistantMessage
+        trajectory.append(
+            caller(
+                role=message.role,
+                content=message.content,
+                tool_calls=[_to_tau2_call(c) for c in calls] or None,
+            )
+        )
+        trajectory.extend(_to_tau2_tool_message(c, answered[id(c)]) for c in calls)
+    for turn, message in enumerate(trajectory):
+        message.turn_idx = turn
+    return trajectory
+
+
+def _to_tau2_call(call: ToolCall) -> Any:
+    from tau2.data_model.message import ToolCall as Tau2ToolCall
+
+    return Tau2ToolCall(
+        id=call.id, name=call.name, arguments=call.arguments, requestor=call.requestor
+    )
+
+
+def _to_tau2_tool_message(call: ToolCall, answer: Message) -> Any:
+    from tau2.data_model.message import ToolMessage
+
+    return ToolMessage(
+        id=call.id,
+        role="tool",
+        content=answer.content,
+        requestor=call.requestor,
+        error=answer.error,
+    )
+
+
+def _from_tau2_messages(messages: list[Any]) -> list[Message]:
+    """tau2 messages (a task's initial history) as ours."""
+    ours = []
+    for message in messages:
+        if message.role == "tool" and hasattr(message, "tool_messages"):
+            ours.extend(_from_tau2_messages(message.tool_messages))
+        elif message.role == "tool":
+            ours.append(
+                Message(
+                    role="tool",
+                    content=message.content,
+                    tool_call_id=message.id,
+                    requestor=message.requestor,
+                    error=message.error,
+                )
+            )
+        elif message.role in ("assistant", "user"):
+            calls = [
+                ToolCall(
+                    id=c.id, name=c.name, arguments=c.arguments, requestor=c.requestor
+                )
+                for c in message.tool_calls or []
+            ]
+            ours.append(
+                Message(
+                    role=message.role, content=message.content, tool_calls=calls or None
+                )
+            )
+        else:
+            raise ValueError(f"Unsupported message in a tau2 history: {message.role}")
+    return ours
+
+
+def _invalid_arguments_answer(call: ToolCall) -> Message:
+    raw = call.invalid_arguments or ""
+    if len(raw) > 500:
+        raw = raw[:500] + "..."
+    return Message(
+        role="tool",
+        content=(
+            f"Error: the arguments for {call.name} are not valid JSON, so the tool was "
+            f"not run. Arguments received: {raw}"
+        ),
+        tool_call_id=call.id,
+        requestor=call.requestor,
+        error=True,
+    )
+
+
+def _to_score(result: Any) -> Score:
+    dumped = result.model_dump(mode="json")
+    info = {
+        key: dumped[key]
+        for key in (
+            "reward_basis",
+            "db_check",
+            "action_checks",
+            "communicate_checks",
+            "env_assertions",
+        )
+    }
+    info["note"] = (result.info or {}).get("note")
+    return Score(
+        reward=float(result.reward),
+        breakdown={
+            getattr(kind, "value", str(kind)): float(value)
+            for kind, value in (result.reward_breakdown or {}).items()
+        },
+        info=info,
+    )
