@@ -1,0 +1,639 @@
+"""The results store: runs, trials, recorded steps and per-task results.
+
+Temporal's history holds only references; the conversations themselves live here, so a
+step activity that is retried (or a worker that crashes and resumes) must be able to write
+the same step again without duplicating it. Every write is therefore idempotent and keyed
+by the ids in workflows/specs.py.
+
+SQLite (a file under PASSHAT_HOME) by default, PostgreSQL when PASSHAT_DB_URL says so.
+All methods are synchronous and open one short session each: activities call them from
+threads, and several worker processes may share one database.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import BigInteger, DateTime, Text, UniqueConstraint, event, func, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+from sqlalchemy.pool import StaticPool
+from sqlalchemy.types import TypeDecorator
+from sqlmodel import (
+    Field,
+    Session,
+    SQLModel,
+    col,
+    create_engine,
+    delete,
+    select,
+    update,
+)
+
+from domains.base import Message
+from infra import settings
+from workflows.specs import RunConfig, TaskOutcome, TrialSpec, task_workflow_id
+
+RUN_STATUSES = ("running", "completed", "cancelled", "failed")
+TRIAL_RUNNING = "running"
+TRIAL_SCORED = "scored"
+TRIAL_NOT_EVALUABLE = "not_evaluable"
+
+# How long a SQLite writer waits for another writer's lock before giving up (ms).
+SQLITE_BUSY_TIMEOUT_MS = 60_000
+# Fail fast on a PostgreSQL host that drops packets instead of refusing (s).
+PG_CONNECT_TIMEOUT_S = 10
+# PostgreSQL advisory-lock key that serialises schema creation (any stable number).
+_SCHEMA_LOCK_KEY = zlib.crc32(b"passhat.store.schema")
+
+
+class StoreError(RuntimeError):
+    """The results store cannot be used (bad URL, unwritable path, unreachable server)."""
+
+
+class ConfigMismatchError(StoreError):
+    """A run id was reused with a different experiment configuration."""
+
+
+class NotFoundError(StoreError, LookupError):
+    """A run or trial the caller expected to exist is not in the store."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator):
+    """Timezone-aware UTC datetimes on both back ends (SQLite would hand back naive ones)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(
+        self, value: datetime | None, dialect: Any
+    ) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+    def process_result_value(
+        self, value: datetime | None, dialect: Any
+    ) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value
+
+
+# ---------------------------------------------------------------------------------------
+# Tables. JSON payloads are stored as text: portable, and read back exactly as written.
+
+
+class RunRow(SQLModel, table=True):
+    __tablename__ = "runs"
+
+    run_id: str = Field(primary_key=True)
+    config_json: str = Field(sa_type=Text)
+    fingerprint: str
+    status: str = "running"
+    total_trials: int = 0
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime())
+    updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime())
+
+    def run_config(self) -> RunConfig:
+        return RunConfig.model_validate_json(self.config_json)
+
+
+class TrialRow(SQLModel, table=True):
+    __tablename__ = "trials"
+
+    trial_id: str = Field(primary_key=True)
+    run_id: str = Field(index=True)
+    agent_model: str
+    user_model: str
+    domain: str
+    task_id: str
+    trial_index: int
+    # Seeds are 60-bit; a 32-bit INTEGER column would overflow on PostgreSQL.
+    seed: int = Field(sa_type=BigInteger)
+    status: str = TRIAL_RUNNING
+    reward: float | None = None
+    success: bool | None = None
+    reward_info_json: str = Field(default="{}", sa_type=Text)
+    termination_reason: str | None = None
+    error: str | None = Field(default=None, sa_type=Text)
+    error_class: str | None = None
+    n_steps: int = 0
+    input_tokens: int = Field(default=0, sa_type=BigInteger)
+    output_tokens: int = Field(default=0, sa_type=BigInteger)
+    cost: float = 0.0
+    trace_id: str | None = None
+    started_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime())
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
+    attempts: int = 1
+
+    def reward_info(self) -> dict[str, Any]:
+        return json.loads(self.reward_info_json)
+
+
+class StepRow(SQLModel, table=True):
+    __tablename__ = "steps"
+    __table_args__ = (UniqueConstraint("trial_id", "step"),)
+
+    # f"{trial_id}#{step}": the idempotency key of a step (the run is part of trial_id).
+    id: str = Field(primary_key=True)
+    trial_id: str = Field(index=True)
+    run_id: str = Field(index=True)
+    step: int
+    role: str
+    messages_json: str = Field(sa_type=Text)
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    latency_s: float = 0.0
+    finish_reason: str | None = None
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime())
+
+    def message_list(self) -> list[Message]:
+        return [Message.model_validate(m) for m in json.loads(self.messages_json)]
+
+
+class TaskResultRow(SQLModel, table=True):
+    __tablename__ = "task_results"
+
+    id: str = Field(primary_key=True)  # specs.task_workflow_id
+    run_id: str = Field(index=True)
+    agent_model: str
+    user_model: str
+    domain: str
+    task_id: str
+    trials: int
+    evaluable: int
+    successes: int
+    avg_reward: float | None = None
+    pass_hat_json: str = Field(default="{}", sa_type=Text)
+
+    def pass_hat(self) -> dict[str, float]:
+        return json.loads(self.pass_hat_json)
+
+
+_TABLES = [
+    RunRow.__table__,
+    TrialRow.__table__,
+    StepRow.__table__,
+    TaskResultRow.__table__,
+]
+
+
+def step_id(trial_id: str, step: int) -> str:
+    return f"{trial_id}#{step}"
+
+
+# ---------------------------------------------------------------------------------------
+
+
+class Store:
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or settings.db_url()
+        try:
+            parsed = make_url(self.url)
+        except ArgumentError as e:
+            raise StoreError(self._cannot_open(f"invalid URL ({e})")) from e
+        self._safe_url = parsed.render_as_string(hide_password=True)
+        self.dialect = parsed.get_backend_name()
+        if self.dialect not in ("sqlite", "postgresql"):
+            raise StoreError(
+                self._cannot_open("only sqlite and postgresql are supported")
+            )
+        try:
+            self.engine = self._make_engine(parsed)
+            self._create_tables()
+        except (OSError, DBAPIError, NoSuchModuleError) as e:
+            reason = getattr(e, "orig", None) or e
+            raise StoreError(self._cannot_open(str(reason).strip())) from e
+
+    def _cannot_open(self, reason: str) -> str:
+        url = getattr(self, "_safe_url", self.url)
+        return (
+            f"cannot open results store at {url}: {reason} "
+            "— check PASSHAT_HOME / PASSHAT_DB_URL"
+        )
+
+    def _make_engine(self, parsed: Any) -> Engine:
+        if self.dialect == "postgresql":
+            return create_engine(
+                parsed,
+                # Workers live for hours; a restarted server must not break them.
+                pool_pre_ping=True,
+                connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S},
+            )
+        database = parsed.database
+        in_memory = not database or database == ":memory:"
+        if not in_memory:
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            parsed,
+            connect_args={
+                "check_same_thread": False,
+                "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000,
+            },
+            # An in-memory database exists once per connection: share one.
+            **({"poolclass": StaticPool} if in_memory else {}),
+        )
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            # Let SQLAlchemy emit BEGIN itself (below) instead of sqlite3's lazy BEGIN.
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            # WAL: readers (the CLI's progress display) never block the workers' writes.
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Any) -> None:
+            # IMMEDIATE takes the write lock up front, so busy_timeout applies. A deferred
+            # transaction that reads and then writes fails at once with "database is
+            # locked" when another process wrote in between, whatever the timeout.
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+
+    def _create_tables(self) -> None:
+        with self.engine.begin() as conn:
+            if self.dialect == "postgresql":
+                # Workers starting together would race on CREATE TABLE; serialise them.
+                conn.execute(
+                    text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY}
+                )
+            SQLModel.metadata.create_all(conn, tables=_TABLES)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        # expire_on_commit=False: rows handed back stay readable after the session closes.
+        with Session(self.engine, expire_on_commit=False) as session, session.begin():
+            yield session
+
+    def _insert(self, model: type[SQLModel]) -> Any:
+        """The dialect's INSERT, which has ON CONFLICT. Its rowcount tells an insert from
+        a conflict; SQLAlchemy only keeps an INSERT's rowcount when asked (psycopg)."""
+        table = model.__table__
+        insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
+        return insert(table).execution_options(preserve_rowcount=True)
+
+    # ---- runs ---------------------------------------------------------------------
+
+    def create_run(self, config: RunConfig, total_trials: int) -> RunRow:
+        """Register a run, or find it again on resume; refuse a different config."""
+        fingerprint = config.fingerprint()
+        now = _now()
+        with self._session() as s:
+            s.exec(
+                self._insert(RunRow)
+                .values(
+                    run_id=config.run_id,
+                    config_json=config.model_dump_json(),
+                    fingerprint=fingerprint,
+                    status="running",
+                    total_trials=total_trials,
+                    created_at=now,
+                    updated_at=now,
+                )
+                .on_conflict_do_nothing()
+            )
+            row = s.get(RunRow, config.run_id)
+        assert row is not None
+        if row.fingerprint != fingerprint:
+            raise ConfigMismatchError(
+                f"run {config.run_id!r} already exists with a different configuration; "
+                "resume it with the same settings, or use a new --run-id"
+            )
+        return row
+
+    def get_run(self, run_id: str) -> RunRow | None:
+        with self._session() as s:
+            return s.get(RunRow, run_id)
+
+    def list_runs(self) -> list[RunRow]:
+        with self._session() as s:
+            return list(s.exec(select(RunRow).order_by(RunRow.created_at.desc())))
+
+    def set_run_status(self, run_id: str, status: str) -> None:
+        if status not in RUN_STATUSES:
+            raise ValueError(
+                f"run status must be one of {RUN_STATUSES}, not {status!r}"
+            )
+        with self._session() as s:
+            result = s.exec(
+                update(RunRow)
+                .where(RunRow.run_id == run_id)
+                .values(status=status, updated_at=_now())
+            )
+            if result.rowcount == 0:
+                raise NotFoundError(f"no run {run_id!r} in the results store")
+
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run and everything recorded under it (a run that failed to start)."""
+        with self._session() as s:
+            for model in (StepRow, TrialRow, TaskResultRow, RunRow):
+                s.exec(delete(model).where(model.run_id == run_id))
+
+    # ---- trials -------------------------------------------------------------------
+
+    def begin_trial(self, spec: TrialSpec) -> TrialRow:
+        """Start (or restart) a trial. A scored trial is final and is left untouched;
+        a restarted one keeps the steps it already has, so it resumes from them."""
+        trial_id = spec.trial_id
+        with self._session() as s:
+            inserted = s.exec(
+                self._insert(TrialRow)
+                .values(
+                    trial_id=trial_id,
+                    run_id=spec.run_id,
+                    agent_model=spec.agent_model,
+                    user_model=spec.user_model,
+                    domain=spec.domain,
+                    task_id=spec.task_id,
+                    trial_index=spec.trial_index,
+                    seed=spec.seed,
+                    status=TRIAL_RUNNING,
+                    reward_info_json="{}",
+                    n_steps=0,
+                    input_tokens=0,
+                    output_tokens=0,
+                    cost=0.0,
+                    started_at=_now(),
+                    attempts=1,
+                )
+                .on_conflict_do_nothing()
+            ).rowcount
+            if not inserted:
+                s.exec(
+                    update(TrialRow)
+                    .where(
+                        TrialRow.trial_id == trial_id, TrialRow.status != TRIAL_SCORED
+                    )
+                    .values(
+                        status=TRIAL_RUNNING,
+                        error=None,
+                        error_class=None,
+                        finished_at=None,
+                        attempts=TrialRow.attempts + 1,
+                    )
+                )
+            row = s.get(TrialRow, trial_id)
+        assert row is not None
+        return row
+
+    def _step_totals(self, s: Session, trial_id: str) -> dict[str, Any]:
+        tokens_in, tokens_out, cost = s.exec(
+            select(
+                func.coalesce(func.sum(StepRow.input_tokens), 0),
+                func.coalesce(func.sum(StepRow.output_tokens), 0),
+                func.coalesce(func.sum(StepRow.cost), 0.0),
+            ).where(StepRow.trial_id == trial_id)
+        ).one()
+        return {
+            "input_tokens": tokens_in,
+            "output_tokens": tokens_out,
+            "cost": float(cost),
+        }
+
+    def _finish(self, trial_id: str, values: dict[str, Any]) -> TrialRow:
+        # A scored trial is final: a retried activity must not rewrite it.
+        with self._session() as s:
+            totals = self._step_totals(s, trial_id)
+            s.exec(
+                update(TrialRow)
+                .where(TrialRow.trial_id == trial_id, TrialRow.status != TRIAL_SCORED)
+                .values(**values, **totals, finished_at=_now())
+            )
+            row = s.get(TrialRow, trial_id)
+        if row is None:
+            raise NotFoundError(f"no trial {trial_id!r} in the results store")
+        return row
+
+    def finish_trial(
+        self,
+        trial_id: str,
+        reward: float,
+        success: bool,
+        reward_info: dict[str, Any],
+        termination_reason: str,
+        n_steps: int,
+    ) -> TrialRow:
+        return self._finish(
+            trial_id,
+            {
+                "status": TRIAL_SCORED,
+                "reward": reward,
+                "success": success,
+                "reward_info_json": json.dumps(reward_info, default=str),
+                "termination_reason": termination_reason,
+                "n_steps": n_steps,
+                "error": None,
+                "error_class": None,
+            },
+        )
+
+    def mark_not_evaluable(
+        self, trial_id: str, error: str, error_class: str
+    ) -> TrialRow:
+        """The trial could not be scored (e.g. a model kept failing); resume retries it.
+        Tokens spent so far are still summed: they were paid for."""
+        with self._session() as s:
+            n_steps = s.exec(
+                select(func.count())
+                .select_from(StepRow)
+                .where(StepRow.trial_id == trial_id)
+            ).one()
+        return self._finish(
+            trial_id,
+            {
+                "status": TRIAL_NOT_EVALUABLE,
+                "error": error,
+                "error_class": error_class,
+                "n_steps": n_steps,
+            },
+        )
+
+    def set_trace_id(self, trial_id: str, trace_id: str | None) -> None:
+        with self._session() as s:
+            s.exec(
+                update(TrialRow)
+                .where(TrialRow.trial_id == trial_id)
+                .values(trace_id=trace_id)
+            )
+
+    def get_trial(self, trial_id: str) -> TrialRow | None:
+        with self._session() as s:
+            return s.get(TrialRow, trial_id)
+
+    def trials(
+        self,
+        run_id: str,
+        *,
+        status: str | None = None,
+        domain: str | None = None,
+        agent_model: str | None = None,
+        failed_only: bool = False,
+    ) -> list[TrialRow]:
+        """Trials of a run; failed means scored unsuccessfully, or not evaluable."""
+        query = select(TrialRow).where(TrialRow.run_id == run_id)
+        if status is not None:
+            query = query.where(TrialRow.status == status)
+        if domain is not None:
+            query = query.where(TrialRow.domain == domain)
+        if agent_model is not None:
+            query = query.where(TrialRow.agent_model == agent_model)
+        if failed_only:
+            query = query.where(
+                ((TrialRow.status == TRIAL_SCORED) & col(TrialRow.success).is_(False))
+                | (TrialRow.status == TRIAL_NOT_EVALUABLE)
+            )
+        query = query.order_by(
+            TrialRow.agent_model,
+            TrialRow.domain,
+            TrialRow.task_id,
+            TrialRow.trial_index,
+        )
+        with self._session() as s:
+            return list(s.exec(query))
+
+    # ---- steps --------------------------------------------------------------------
+
+    def record_step(
+        self,
+        trial_id: str,
+        run_id: str,
+        step: int,
+        role: str,
+        messages: list[Message],
+        *,
+        model: str | None = None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost: float = 0.0,
+        latency_s: float = 0.0,
+        finish_reason: str | None = None,
+    ) -> bool:
+        """Write a step once. Returns False when (trial, step) was already recorded: the
+        first write wins, so a retried activity cannot replace what the trial saw.
+        ON CONFLICT DO NOTHING makes this atomic even with concurrent writers."""
+        messages_json = json.dumps([m.model_dump(mode="json") for m in messages])
+        with self._session() as s:
+            result = s.exec(
+                self._insert(StepRow)
+                .values(
+                    id=step_id(trial_id, step),
+                    trial_id=trial_id,
+                    run_id=run_id,
+                    step=step,
+                    role=role,
+                    messages_json=messages_json,
+                    model=model,
+                    input_tokens=input_tokens,
+                    output_tokens=output_tokens,
+                    cost=cost,
+                    latency_s=latency_s,
+                    finish_reason=finish_reason,
+                    created_at=_now(),
+                )
+                .on_conflict_do_nothing()
+            )
+            return result.rowcount == 1
+
+    def get_step(self, trial_id: str, step: int) -> StepRow | None:
+        with self._session() as s:
+            return s.get(StepRow, step_id(trial_id, step))
+
+    def steps(self, trial_id: str) -> list[StepRow]:
+        with self._session() as s:
+            return list(
+                s.exec(
+                    select(StepRow)
+                    .where(StepRow.trial_id == trial_id)
+                    .order_by(StepRow.step)
+                )
+            )
+
+    def messages(self, trial_id: str) -> list[Message]:
+        """The conversation so far: every step's messages, in step order."""
+        return [m for row in self.steps(trial_id) for m in row.message_list()]
+
+    def count_steps(self, trial_id: str) -> int:
+        with self._session() as s:
+            return s.exec(
+                select(func.count())
+                .select_from(StepRow)
+                .where(StepRow.trial_id == trial_id)
+            ).one()
+
+    # ---- task results -------------------------------------------------------------
+
+    def record_task(self, outcome: TaskOutcome) -> None:
+        values = outcome.model_dump(exclude={"pass_hat"})
+        values["pass_hat_json"] = json.dumps(outcome.pass_hat)
+        key = task_workflow_id(
+            outcome.run_id, outcome.agent_model, outcome.domain, outcome.task_id
+        )
+        with self._session() as s:
+            s.exec(
+                self._insert(TaskResultRow)
+                .values(id=key, **values)
+                .on_conflict_do_update(index_elements=["id"], set_=values)
+            )
+
+    def task_results(self, run_id: str) -> list[TaskResultRow]:
+        query = (
+            select(TaskResultRow)
+            .where(TaskResultRow.run_id == run_id)
+            .order_by(
+                TaskResultRow.agent_model, TaskResultRow.domain, TaskResultRow.task_id
+            )
+        )
+        with self._session() as s:
+            return list(s.exec(query))
+
+    # ---- progress -----------------------------------------------------------------
+
+    def progress(self, run_id: str) -> tuple[int, int, float | None]:
+        """(finished trials, total trials, pass^1 over the scored ones so far)."""
+        with self._session() as s:
+            run = s.get(RunRow, run_id)
+            if run is None:
+                raise NotFoundError(f"no run {run_id!r} in the results store")
+            counts = dict(
+                s.exec(
+                    select(TrialRow.status, func.count())
+                    .where(TrialRow.run_id == run_id)
+                    .group_by(TrialRow.status)
+                ).all()
+            )
+            successes = s.exec(
+                select(func.count())
+                .select_from(TrialRow)
+                .where(
+                    TrialRow.run_id == run_id,
+                    TrialRow.status == TRIAL_SCORED,
+                    col(TrialRow.success).is_(True),
+                )
+            ).one()
+        scored = counts.get(TRIAL_SCORED, 0)
+        done = scored + counts.get(TRIAL_NOT_EVALUABLE, 0)
+        return done, run.total_trials, (successes / scored if scored else None)

@@ -1,0 +1,45 @@
+"""Shared fixtures."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+from tests.fixtures_temporal import fresh_temporal_server, temporal_server  # noqa: F401
+
+# Server on which throwaway test databases are created; override for another PostgreSQL.
+PG_ADMIN_URL = make_url(
+    os.environ.get("PASSHAT_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request, tmp_path):
+    """A results-store URL for an empty database, on each back end in turn.
+    PostgreSQL gets a fresh database per test, dropped afterwards, so concurrent test
+    runs never see each other's rows."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'results.db'}"
+        return
+    admin_url = PG_ADMIN_URL.set(drivername="postgresql").render_as_string(
+        hide_password=False
+    )
+    try:
+        admin = psycopg.connect(admin_url, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as e:
+        # PostgreSQL is part of the supported stack: its tests fail rather than skip.
+        pytest.fail(f"PostgreSQL not reachable at {PG_ADMIN_URL!r}: {e}")
+    name = f"passhat_test_{uuid.uuid4().hex[:12]}"
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield PG_ADMIN_URL.set(
+                drivername="postgresql+psycopg", database=name
+            ).render_as_string(hide_password=False)
+        finally:
+            # FORCE: a store the test left open must not keep the database alive.
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
