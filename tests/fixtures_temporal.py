@@ -1,0 +1,80 @@
+"""Pytest fixtures for a real Temporal dev server (no mocks).
+
+tests/conftest.py imports these so every test module can use them:
+
+    temporal_server        session-scoped EmbeddedServer in a temp dir on free ports;
+                           shared, so tests must not stop or kill it. Connect with
+                           `await connect(temporal_server.address)`.
+    fresh_temporal_server  function-scoped, its own database and ports; for tests that
+                           SIGKILL/stop/restart the server:
+
+        async def test_survives_kill(fresh_temporal_server):
+            server = fresh_temporal_server
+            ...start a workflow...
+            os.kill(server.status().pid, signal.SIGKILL)
+            await server.start()          # same database file: history is still there
+
+Both are stopped (SIGTERM, then SIGKILL) at teardown, whatever state the test left.
+
+`start_local_env()` is for code that wants temporalio's own WorkflowEnvironment: its
+start_local() downloads a server binary by default, which fails offline, so point it at
+the installed CLI.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from infra import search_attributes
+from infra.temporal_server import EmbeddedServer, find_temporal_binary
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now (the OS picks it)."""
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct free ports: all bound at once so the OS cannot hand out one twice."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+async def _started(home: Path) -> EmbeddedServer:
+    port, ui_port = free_ports(2)
+    server = EmbeddedServer(home, port=port, ui_port=ui_port)
+    await server.start()
+    return server
+
+
+@pytest.fixture(scope="session")
+async def temporal_server(tmp_path_factory) -> AsyncIterator[EmbeddedServer]:
+    server = await _started(tmp_path_factory.mktemp("temporal"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def fresh_temporal_server(tmp_path) -> AsyncIterator[EmbeddedServer]:
+    server = await _started(tmp_path / "temporal")
+    yield server
+    server.stop()
+
+
+async def start_local_env(**kwargs) -> WorkflowEnvironment:
+    """temporalio's WorkflowEnvironment on the installed `temporal` binary, with passhat's
+    search attributes. Use as `async with await start_local_env() as env: env.client`."""
+    kwargs.setdefault("dev_server_existing_path", str(find_temporal_binary()))
+    kwargs.setdefault("search_attributes", search_attributes.ALL)
+    return await WorkflowEnvironment.start_local(**kwargs)
