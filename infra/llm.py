@@ -1,0 +1,252 @@
+"""Every model call goes through litellm, here: message conversion, the call itself,
+token and cost accounting, and the classification of provider errors into transient
+(retry with backoff) and deterministic (do not retry)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Literal
+
+# litellm downloads a model price list at import unless told to use its bundled copy.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from pydantic import BaseModel  # noqa: E402
+
+from domains.base import Message, ToolCall  # noqa: E402
+
+Perspective = Literal["assistant", "user"]
+
+
+class ModelReply(BaseModel):
+    message: Message
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    latency_s: float = 0.0
+    finish_reason: str | None = None
+
+
+class ModelCallError(Exception):
+    """A model call that failed. `transient` errors are worth retrying."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        error_class: str,
+        transient: bool,
+        status_code: int | None = None,
+        retry_after_s: float | None = None,
+    ):
+        super().__init__(message)
+        self.error_class = error_class
+        self.transient = transient
+        self.status_code = status_code
+        self.retry_after_s = retry_after_s
+
+
+def view_for(perspective: Perspective, messages: list[Message]) -> list[dict[str, Any]]:
+    """The conversation as one side sees it, in OpenAI chat format.
+
+    The agent sees user text, its own messages and the answers to its own tool calls.
+    The user simulator sees the conversation with roles flipped (it is the "assistant" of
+    its own model call): agent text as user turns, its own turns and tool answers.
+    This mirrors tau2's agent/user history rules."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        own = m.role == perspective
+        if m.role == "tool":
+            if m.requestor == perspective:
+                out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content or ""})
+        elif own:
+            entry: dict[str, Any] = {"role": "assistant", "content": m.content}
+            if m.tool_calls:
+                entry["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {
+                            "name": c.name,
+                            "arguments": c.invalid_arguments
+                            if c.invalid_arguments is not None
+                            else json.dumps(c.arguments),
+                        },
+                    }
+                    for c in m.tool_calls
+                ]
+            out.append(entry)
+        elif not m.tool_calls:  # the other side's text turns; its tool calls are private
+            out.append({"role": "user", "content": m.content or ""})
+    return out
+
+
+def parse_reply(response: Any, role: Perspective) -> tuple[Message, str | None]:
+    """Turn a litellm ModelResponse into our Message. Never raises on malformed output:
+    invalid JSON arguments are kept on the call and answered with an error by the tool
+    step; no choices gives an empty message, which the conversation treats as an error."""
+    choices = getattr(response, "choices", None) or []
+    if not choices:
+        return Message(role=role, content=None), None
+    choice = choices[0]
+    raw = choice.message
+    calls: list[ToolCall] = []
+    for i, tc in enumerate(getattr(raw, "tool_calls", None) or []):
+        fn = tc.function
+        text = fn.arguments if isinstance(fn.arguments, str) else json.dumps(fn.arguments or {})
+        call = ToolCall(id=tc.id or f"call-{i}", name=fn.name or "", requestor=role)
+        try:
+            args = json.loads(text) if text.strip() else {}
+            if not isinstance(args, dict):
+                raise ValueError("arguments must be a JSON object")
+            call.arguments = args
+        except ValueError:
+            call.invalid_arguments = text
+        calls.append(call)
+    message = Message(role=role, content=raw.content, tool_calls=calls or None)
+    return message, getattr(choice, "finish_reason", None)
+
+
+def _usage(response: Any) -> tuple[int, int]:
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return 0, 0
+    return int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0)
+
+
+def _cost(response: Any) -> float:
+    import litellm
+
+    try:
+        return float(litellm.completion_cost(completion_response=response) or 0.0)
+    except Exception:
+        # Models litellm has no price for (local servers, scripted) cost nothing we know of.
+        return 0.0
+
+
+async def complete(
+    model: str,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None,
+    role: Perspective,
+    model_args: dict[str, Any],
+    metadata: dict[str, Any],
+    seed: int | None = None,
+    timeout_s: float | None = None,
+) -> ModelReply:
+    """One model call. Retries are Temporal's job, so litellm's own are switched off."""
+    import litellm
+
+    from infra import scripted
+
+    scripted.register()
+    args = dict(model_args)
+    if seed is not None:
+        args.setdefault("seed", seed)
+    if timeout_s is not None:
+        args.setdefault("timeout", timeout_s)
+    args.update(num_retries=0, max_retries=0)
+    start = time.monotonic()
+    try:
+        response = await litellm.acompletion(
+            model=model,
+            messages=messages,
+            tools=tools or None,
+            metadata=metadata,
+            drop_params=True,
+            **args,
+        )
+    except Exception as exc:  # classified, then re-raised as ModelCallError
+        raise classify(exc) from exc
+    latency = time.monotonic() - start
+    message, finish = parse_reply(response, role)
+    tokens_in, tokens_out = _usage(response)
+    return ModelReply(
+        message=message,
+        model=getattr(response, "model", None),
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        cost=_cost(response),
+        latency_s=latency,
+        finish_reason=finish,
+    )
+
+
+# Checked in order: subclasses before their bases (ContextWindowExceededError is a
+# BadRequestError, for instance).
+_DETERMINISTIC = [
+    "ContextWindowExceededError",
+    "ContentPolicyViolationError",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "UnsupportedParamsError",
+    "BadRequestError",
+    "UnprocessableEntityError",
+]
+_TRANSIENT = [
+    "RateLimitError",
+    "Timeout",
+    "APIConnectionError",
+    "ServiceUnavailableError",
+    "InternalServerError",
+    "BadGatewayError",
+    "APIError",
+]
+
+
+def classify(exc: BaseException) -> ModelCallError:
+    """Map a litellm (or transport) exception to a ModelCallError."""
+    import litellm
+
+    status = getattr(exc, "status_code", None)
+    retry_after = retry_after_seconds(exc)
+    text = f"{type(exc).__name__}: {exc}"
+    for name in _DETERMINISTIC:
+        cls = getattr(litellm, name, None)
+        if cls is not None and isinstance(exc, cls):
+            return ModelCallError(text, error_class=name, transient=False, status_code=status)
+    for name in _TRANSIENT:
+        cls = getattr(litellm, name, None)
+        if cls is not None and isinstance(exc, cls):
+            if name == "InternalServerError" and "Connection error" in str(exc):
+                # litellm reports a dropped or refused connection as a 500 without headers.
+                name = "APIConnectionError"
+            return ModelCallError(
+                text, error_class=name, transient=True, status_code=status, retry_after_s=retry_after
+            )
+    if isinstance(status, int):
+        transient = status in (408, 409, 425, 429) or status >= 500
+        return ModelCallError(
+            text, error_class=f"HTTP{status}", transient=transient, status_code=status,
+            retry_after_s=retry_after,
+        )
+    if isinstance(exc, (TimeoutError, ConnectionError, OSError)):
+        return ModelCallError(text, error_class=type(exc).__name__, transient=True)
+    # Unknown provider prefixes and other configuration mistakes raise plain exceptions
+    # from litellm; retrying them cannot help.
+    return ModelCallError(text, error_class=type(exc).__name__, transient=False, status_code=status)
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    """Retry-After from the provider's response headers, in seconds, if it sent one."""
+    # litellm keeps the provider's real headers on litellm_response_headers; the
+    # exception's .response is a stand-in without them.
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None and getattr(exc, "response", None) is not None:
+        headers = getattr(exc.response, "headers", None)
+    if not headers:
+        return None
+    for key in ("retry-after-ms", "retry-after"):
+        value = headers.get(key) if hasattr(headers, "get") else None
+        if value is None:
+            continue
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            continue
+        return seconds / 1000.0 if key.endswith("-ms") else seconds
+    return None

@@ -1,0 +1,177 @@
+"""The `scripted` model provider: offline, key-free models registered with litellm's
+custom-provider hook, so they travel the same code path as any real provider.
+
+- `scripted/oracle`, as the agent, plays the task's gold actions in order (asking the user
+  to perform the ones whose requestor is the user) and then tells the user the
+  information the task says must be communicated. As the user, it states its request,
+  performs the actions the agent asks of it, and stops once the agent is done.
+- `scripted/noisy-P` is the oracle agent that succeeds with probability P per trial: the
+  draw is seeded by the trial's seed, so a trial always draws the same. A failing trial
+  answers with an empty message, which ends the conversation as an agent error.
+- A `latency` model argument (seconds) delays every answer, to measure throughput.
+
+The model learns which task it plays from the call's litellm `metadata`
+({"passhat": {"domain", "task_id"}}), which passhat sends with every call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+import time
+import uuid
+from typing import Any
+
+from domains.base import TaskInfo
+from workflows.specs import STOP_TOKEN
+
+PROVIDER = "scripted"
+_TAG = re.compile(r"\[gold-(\d+)\]")
+_registered = False
+
+
+class ScriptedModelError(ValueError):
+    pass
+
+
+def register() -> None:
+    """Add the provider to litellm once per process."""
+    global _registered
+    if _registered:
+        return
+    import litellm
+    from litellm import CustomLLM
+
+    class ScriptedLLM(CustomLLM):
+        def completion(self, model, messages, *args, **kwargs):  # noqa: ANN001
+            reply, latency = _answer(model, messages, kwargs)
+            time.sleep(latency)
+            return reply
+
+        async def acompletion(self, model, messages, *args, **kwargs):  # noqa: ANN001
+            reply, latency = _answer(model, messages, kwargs)
+            await asyncio.sleep(latency)
+            return reply
+
+    handlers = [p for p in litellm.custom_provider_map if p.get("provider") != PROVIDER]
+    litellm.custom_provider_map = handlers + [
+        {"provider": PROVIDER, "custom_handler": ScriptedLLM()}
+    ]
+    _registered = True
+
+
+def parse_name(name: str) -> float:
+    """Success probability of a scripted model name: oracle is 1.0, noisy-P is P."""
+    if name == "oracle":
+        return 1.0
+    match = re.fullmatch(r"noisy-(\d*\.?\d+)", name)
+    if match and 0.0 <= float(match.group(1)) <= 1.0:
+        return float(match.group(1))
+    raise ScriptedModelError(
+        f"unknown scripted model 'scripted/{name}': use scripted/oracle or "
+        "scripted/noisy-P with 0 <= P <= 1 (e.g. scripted/noisy-0.7)"
+    )
+
+
+def _answer(model: str, messages: list[dict], kwargs: dict) -> tuple[Any, float]:
+    import litellm
+
+    params = kwargs.get("optional_params") or {}
+    meta = ((kwargs.get("litellm_params") or {}).get("metadata") or {}).get("passhat") or {}
+    success_p = parse_name(model)
+    if "domain" not in meta or "task_id" not in meta:
+        raise ScriptedModelError("scripted models only run inside passhat (no task in metadata)")
+    from domains.registry import get_domain
+
+    task = get_domain(meta["domain"]).task(meta["task_id"])
+    role = meta.get("role", "assistant")
+    seed = params.get("seed")
+    if role == "user":
+        message = user_turn(task, messages)
+    else:
+        succeeds = random.Random(seed).random() < success_p if success_p < 1.0 else True
+        message = agent_turn(task, messages) if succeeds else {"role": "assistant", "content": ""}
+    prompt_chars = sum(len(json.dumps(m.get("content") or "")) for m in messages)
+    out_chars = len(json.dumps(message))
+    response = litellm.ModelResponse(
+        id=f"scripted-{uuid.uuid4().hex[:12]}",
+        model=f"{PROVIDER}/{model}",
+        choices=[{
+            "index": 0,
+            "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+            "message": message,
+        }],
+        # Rough token counts (4 characters a token) so usage accounting has real numbers.
+        usage={
+            "prompt_tokens": prompt_chars // 4,
+            "completion_tokens": max(1, out_chars // 4),
+            "total_tokens": prompt_chars // 4 + max(1, out_chars // 4),
+        },
+    )
+    return response, float(params.get("latency") or 0.0)
+
+
+def _progress(messages: list[dict]) -> int:
+    """Index of the last gold action this side has already played, -1 if none."""
+    done = -1
+    for m in messages:
+        if m.get("role") != "assistant":
+            continue
+        for call in m.get("tool_calls") or []:
+            if call["id"].startswith("gold-"):
+                done = max(done, int(call["id"].split("-")[1]))
+        for tag in _TAG.findall(m.get("content") or ""):
+            done = max(done, int(tag))
+    return done
+
+
+def agent_turn(task: TaskInfo, messages: list[dict]) -> dict:
+    gold = task.gold_actions
+    i = _progress(messages) + 1
+    if i < len(gold) and gold[i].requestor == "assistant":
+        action = gold[i]
+        call = {
+            "id": f"gold-{i}",
+            "type": "function",
+            "function": {"name": action.name, "arguments": json.dumps(action.arguments)},
+        }
+        return {"role": "assistant", "content": None, "tool_calls": [call]}
+    if i < len(gold):  # a run of actions the user must perform on their side
+        asks = []
+        while i < len(gold) and gold[i].requestor == "user":
+            asks.append(f"[gold-{i}] {gold[i].name}({json.dumps(gold[i].arguments)})")
+            i += 1
+        return {"role": "assistant", "content": "Please do this on your side: " + "; ".join(asks)}
+    info = " ".join(task.communicate_info)
+    text = f"Here is what you need to know: {info}" if info else "Your request has been handled."
+    return {"role": "assistant", "content": text}
+
+
+def user_turn(task: TaskInfo, messages: list[dict]) -> dict:
+    own_turns = [m for m in messages if m.get("role") == "assistant"]
+    if not own_turns:
+        parts = [task.reason_for_call, task.known_info]
+        request = "\n".join(p for p in parts if p) or task.user_scenario
+        return {"role": "assistant", "content": request}
+    last = messages[-1]
+    if last.get("role") == "tool":
+        return {"role": "assistant", "content": "Done, I did that."}
+    asked = [int(t) for t in _TAG.findall(last.get("content") or "")]
+    already = {c["id"] for m in own_turns for c in (m.get("tool_calls") or [])}
+    todo = [i for i in asked if f"user-gold-{i}" not in already and i < len(task.gold_actions)]
+    if todo:
+        calls = [
+            {
+                "id": f"user-gold-{i}",
+                "type": "function",
+                "function": {
+                    "name": task.gold_actions[i].name,
+                    "arguments": json.dumps(task.gold_actions[i].arguments),
+                },
+            }
+            for i in todo
+        ]
+        return {"role": "assistant", "content": None, "tool_calls": calls}
+    return {"role": "assistant", "content": STOP_TOKEN}

@@ -1,0 +1,105 @@
+"""Model calls through litellm over real HTTP to the loopback fault server: replies are
+parsed without crashing on malformed output, and provider errors are classified."""
+
+import pytest
+
+from infra import llm
+from tests.fault_server import Fault, FaultServer
+
+TOOLS = [{
+    "type": "function",
+    "function": {"name": "get_order", "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}}},
+}]
+
+
+async def call(srv, model="m", role="assistant", **args):
+    return await llm.complete(
+        f"openai/{model}",
+        [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}],
+        tools=TOOLS,
+        role=role,
+        model_args={"api_base": srv.url + "/v1", "api_key": "x", **args},
+        metadata={},
+        seed=7,
+        timeout_s=args.pop("timeout", 5),
+    )
+
+
+async def test_tool_call_reply_is_parsed_with_usage():
+    reply_msg = {"tool_calls": [{"name": "get_order", "arguments": {"order_id": "A1"}}]}
+    with FaultServer(responder=lambda body: reply_msg) as srv:
+        reply = await call(srv)
+        assert srv.requests[0]["seed"] == 7
+    assert reply.message.tool_calls[0].name == "get_order"
+    assert reply.message.tool_calls[0].arguments == {"order_id": "A1"}
+    assert reply.message.tool_calls[0].requestor == "assistant"
+    assert reply.input_tokens > 0 and reply.output_tokens > 0
+    assert reply.finish_reason == "tool_calls"
+
+
+async def test_invalid_json_arguments_are_kept_not_raised():
+    bad = {"tool_calls": [{"name": "get_order", "arguments": '{"order_id": "A1",'}]}
+    with FaultServer(responder=lambda body: bad) as srv:
+        reply = await call(srv, role="user")
+    call0 = reply.message.tool_calls[0]
+    assert call0.invalid_arguments == '{"order_id": "A1",'
+    assert call0.requestor == "user"
+
+
+async def test_empty_choices_give_an_empty_message():
+    with FaultServer(faults=["empty_choices"]) as srv:
+        reply = await call(srv)
+    assert not reply.message.has_text() and not reply.message.is_tool_call()
+
+
+@pytest.mark.parametrize(
+    "fault, error_class, transient, retry_after",
+    [
+        (Fault("429", retry_after=7), "RateLimitError", True, 7.0),
+        (Fault("503", retry_after=3), "ServiceUnavailableError", True, 3.0),
+        ("500", "InternalServerError", True, None),
+        ("drop", "APIConnectionError", True, None),
+        ("401", "AuthenticationError", False, None),
+        ("400", "BadRequestError", False, None),
+        ("context_window", "ContextWindowExceededError", False, None),
+    ],
+)
+async def test_provider_errors_are_classified(fault, error_class, transient, retry_after):
+    with FaultServer(faults=[fault]) as srv:
+        with pytest.raises(llm.ModelCallError) as info:
+            await call(srv)
+        assert srv.received == 1  # litellm's own retries are off: Temporal owns retrying
+    err = info.value
+    assert (err.error_class, err.transient, err.retry_after_s) == (error_class, transient, retry_after)
+
+
+async def test_timeout_is_transient():
+    with FaultServer(faults=[Fault("timeout", seconds=30)]) as srv:
+        with pytest.raises(llm.ModelCallError) as info:
+            await call(srv, timeout=1)
+    assert info.value.error_class == "Timeout" and info.value.transient
+
+
+async def test_unknown_model_is_deterministic():
+    with FaultServer() as srv:
+        with pytest.raises(llm.ModelCallError) as info:
+            await call(srv, model="bad-model")
+    assert info.value.error_class == "NotFoundError" and not info.value.transient
+
+
+def test_views_follow_tau2_history_rules():
+    from domains.base import Message, ToolCall
+
+    convo = [
+        Message(role="assistant", content="Hi"),
+        Message(role="user", content="help"),
+        Message(role="assistant", tool_calls=[ToolCall(id="a", name="f")]),
+        Message(role="tool", content="r", tool_call_id="a", requestor="assistant"),
+        Message(role="user", tool_calls=[ToolCall(id="u", name="g", requestor="user")]),
+        Message(role="tool", content="s", tool_call_id="u", requestor="user"),
+    ]
+    agent = llm.view_for("assistant", convo)
+    assert [m["role"] for m in agent] == ["assistant", "user", "assistant", "tool"]
+    user = llm.view_for("user", convo)
+    assert [m["role"] for m in user] == ["user", "assistant", "assistant", "tool"]
+    assert user[0]["content"] == "Hi" and user[2]["tool_calls"][0]["id"] == "u"
