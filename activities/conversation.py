@@ -1,0 +1,165 @@
+"""Conversation step activities: one agent model call, one user model call, or one batch
+of tool executions per activity, so every completed step is checkpointed.
+
+Each activity first looks for its step in the results store: a step that was recorded is
+returned as it is and never executed again (an activity retried after its worker died
+between recording and reporting does not call the model a second time)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import timedelta
+from typing import Awaitable, TypeVar
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from domains.base import Message
+from domains.registry import get_domain
+from infra import llm
+from infra.store import Store
+from workflows.specs import OUT_OF_SCOPE_TOKEN, STOP_TOKEN, TRANSFER_TOKEN, StepRef, StepResult
+
+T = TypeVar("T")
+
+
+def step_result(step: int, messages: list[Message]) -> StepResult:
+    """Summarise a recorded step for the workflow's state machine."""
+    last = messages[-1]
+    if last.role == "tool":
+        return StepResult(step=step, role="tool", tool_errors=sum(m.error for m in messages))
+    is_call = last.is_tool_call()
+    text = last.content or ""
+    return StepResult(
+        step=step,
+        role=last.role,
+        is_tool_call=is_call,
+        is_empty=not is_call and not last.has_text(),
+        # Only the user ends a conversation (tau2: the agent's messages never stop it).
+        is_stop=last.role == "user"
+        and not is_call
+        and any(t in text for t in (STOP_TOKEN, TRANSFER_TOKEN, OUT_OF_SCOPE_TOKEN)),
+    )
+
+
+def backoff_delay(attempt: int, ref: StepRef, retry_after_s: float | None) -> timedelta:
+    """Exponential backoff with full jitter, never shorter than the provider's Retry-After."""
+    r = ref.trial.retry
+    ceiling = min(r.max_interval_s, r.initial_interval_s * r.backoff ** max(0, attempt - 1))
+    delay = random.uniform(ceiling / 2, ceiling)
+    if retry_after_s is not None:
+        delay = max(delay, retry_after_s)
+    return timedelta(seconds=delay)
+
+
+async def _with_heartbeat(awaitable: Awaitable[T], every_s: float) -> T:
+    """Await a slow model call while telling Temporal the worker is alive, so a killed
+    worker's call is retried after the heartbeat timeout rather than the call timeout."""
+    task = asyncio.ensure_future(awaitable)
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=every_s)
+        if done:
+            return task.result()
+        activity.heartbeat()
+
+
+class ConversationActivities:
+    def __init__(self, store: Store):
+        self.store = store
+
+    @activity.defn
+    async def agent_turn(self, ref: StepRef) -> StepResult:
+        return await self._model_turn(ref, "assistant")
+
+    @activity.defn
+    async def user_turn(self, ref: StepRef) -> StepResult:
+        return await self._model_turn(ref, "user")
+
+    @activity.defn
+    def tool_turn(self, ref: StepRef) -> StepResult:
+        spec = ref.trial
+        recorded = self.store.get_step(spec.trial_id, ref.step)
+        if recorded is not None:
+            return step_result(ref.step, recorded.message_list())
+        history = self.store.messages(spec.trial_id)
+        pending = history[-1]
+        if not pending.tool_calls:
+            raise ApplicationError(
+                f"step {ref.step}: last message has no tool calls", non_retryable=True,
+                type="ProtocolError",
+            )
+        answers = get_domain(spec.domain).execute(
+            spec.task_id, history[:-1], pending.tool_calls, session=spec.trial_id
+        )
+        self.store.record_step(spec.trial_id, spec.run_id, ref.step, "tool", answers)
+        return step_result(ref.step, answers)
+
+    async def _model_turn(self, ref: StepRef, role: llm.Perspective) -> StepResult:
+        spec = ref.trial
+        recorded = await asyncio.to_thread(self.store.get_step, spec.trial_id, ref.step)
+        if recorded is not None:
+            return step_result(ref.step, recorded.message_list())
+        history, system, tools = await asyncio.to_thread(self._prompt, ref, role)
+        model = spec.agent_model if role == "assistant" else spec.user_model
+        args = spec.agent_args if role == "assistant" else spec.user_args
+        metadata = {
+            "passhat": {
+                "run_id": spec.run_id,
+                "trial_id": spec.trial_id,
+                "domain": spec.domain,
+                "task_id": spec.task_id,
+                "trial": spec.trial_index,
+                "step": ref.step,
+                "role": role,
+            }
+        }
+        try:
+            reply = await _with_heartbeat(
+                llm.complete(
+                    model,
+                    [{"role": "system", "content": system}] + llm.view_for(role, history),
+                    tools=tools,
+                    role=role,
+                    model_args=args,
+                    metadata=metadata,
+                    seed=spec.seed,
+                    timeout_s=spec.retry.model_call_timeout_s,
+                ),
+                every_s=max(1.0, spec.retry.heartbeat_timeout_s / 3),
+            )
+        except llm.ModelCallError as err:
+            raise ApplicationError(
+                str(err),
+                {"status_code": err.status_code, "retry_after_s": err.retry_after_s},
+                type=err.error_class,
+                non_retryable=not err.transient,
+                next_retry_delay=backoff_delay(activity.info().attempt, ref, err.retry_after_s)
+                if err.transient
+                else None,
+            ) from err
+        await asyncio.to_thread(
+            self.store.record_step,
+            spec.trial_id,
+            spec.run_id,
+            ref.step,
+            role,
+            [reply.message],
+            model=reply.model or model,
+            input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens,
+            cost=reply.cost,
+            latency_s=reply.latency_s,
+            finish_reason=reply.finish_reason,
+        )
+        result = step_result(ref.step, [reply.message])
+        result.input_tokens, result.output_tokens = reply.input_tokens, reply.output_tokens
+        return result
+
+    def _prompt(self, ref: StepRef, role: str) -> tuple[list[Message], str, list | None]:
+        spec = ref.trial
+        domain = get_domain(spec.domain)
+        history = self.store.messages(spec.trial_id)
+        if role == "assistant":
+            return history, domain.agent_system_prompt(), domain.agent_tools()
+        return history, domain.user_system_prompt(spec.task_id), domain.user_tools()

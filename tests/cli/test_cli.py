@@ -1,0 +1,72 @@
+"""The passhat command as a user runs it: a real process, a real dev server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+def passhat(*args, env=None, timeout=300):
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        capture_output=True, text=True, timeout=timeout, env=env,
+    )
+
+
+@pytest.fixture
+def env(temporal_server, tmp_path):
+    e = dict(os.environ)
+    e.update(
+        TEMPORAL_ADDRESS=temporal_server.address,
+        PASSHAT_HOME=str(tmp_path / "home"),
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+    )
+    e.pop("PASSHAT_DB_URL", None)
+    return e
+
+
+def test_help_is_fast_and_does_not_import_tau2():
+    start = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys; from cli.main import app; "
+         "assert 'tau2' not in sys.modules and 'litellm' not in sys.modules"],
+        capture_output=True, text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    result = passhat("--help")
+    assert result.returncode == 0 and "run" in result.stdout and "demo" in result.stdout
+    assert time.monotonic() - start < 30  # generous: the point is the import check above
+
+
+def test_run_json_prints_exactly_one_object(env):
+    result = passhat(
+        "run", "--domain", "airline", "--task", "0", "--task", "1",
+        "--agent-model", "scripted/oracle", "--user-model", "scripted/oracle",
+        "--trials", "2", "--run-id", "cli-json", "--output", "json", env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    body = json.loads(result.stdout)  # the whole of stdout is one JSON object
+    assert body["run_id"] == "cli-json"
+    [row] = body["results"]
+    assert row == {
+        "agent_model": "scripted/oracle", "user_model": "scripted/oracle", "domain": "airline",
+        "tasks": 2, "trials": 4, "evaluable": 4, "avg_reward": 1.0,
+        "pass_hat_k": {"1": 1.0, "2": 1.0},
+    }
+    report = passhat("report", "cli-json", "--output", "json", env=env)
+    assert report.returncode == 0 and json.loads(report.stdout) == body
+    status = passhat("status", "cli-json", env=env)
+    assert "completed" in status.stdout and "4/4" in status.stdout
+
+
+def test_domains_and_tasks_listing(env):
+    result = passhat("domains", env=env)
+    assert result.returncode == 0
+    assert "airline\t50 tasks" in result.stdout and "retail\t114 tasks" in result.stdout
+    tasks = passhat("tasks", "airline", env=env)
+    assert tasks.returncode == 0 and len(tasks.stdout.strip().splitlines()) == 50

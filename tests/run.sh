@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Sets up everything the test suite needs on a fresh machine with only python3, then runs
+# it. Used by the README's test command and by CI (.ci/run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+
+# Debian packages some tests drive as real programs: docker-compose validates the
+# compose file; chromium screenshots the Temporal UI. Installed only when missing.
+need=()
+command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+if [ ${#need[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+export LITELLM_LOCAL_MODEL_COST_MAP=True
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,56 @@
+"""Runs through real Temporal workflows on a dev server, with both store back ends."""
+
+from __future__ import annotations
+
+import pytest
+
+from workflows import metrics
+from tests.workflows.conftest import config, run_to_end
+
+
+async def test_oracle_scores_every_trial(client, store):
+    cfg = config(limit=4, trials=2, concurrency=2)  # a window of one task at a time
+    summary = await run_to_end(client, store, cfg)
+    [row] = summary.results
+    assert (row.tasks, row.trials, row.evaluable) == (4, 8, 8)
+    assert row.pass_hat_k == {"1": 1.0, "2": 1.0}
+    assert row.avg_reward == 1.0
+    trials = store.trials(cfg.run_id)
+    assert len(trials) == 8 and all(t.status == "scored" and t.reward == 1.0 for t in trials)
+    assert all(t.termination_reason == "user_stop" for t in trials)
+    # Every step is recorded once, with tokens from the model calls.
+    for t in trials:
+        steps = store.steps(t.trial_id)
+        assert [s.step for s in steps] == list(range(len(steps)))
+        assert t.input_tokens > 0 and t.output_tokens > 0
+    assert store.get_run(cfg.run_id).status == "completed"
+
+
+async def test_noisy_agent_pass_hat_matches_recorded_rewards(client, sqlite_store):
+    store = sqlite_store
+    cfg = config(agent_models=["scripted/noisy-0.7"], limit=10, trials=4, concurrency=40)
+    summary = await run_to_end(client, store, cfg)
+    [row] = summary.results
+    assert row.evaluable == 40
+    per_task = {}
+    for t in store.trials(cfg.run_id):
+        per_task.setdefault(t.task_id, []).append(t.reward)
+    curves = [
+        metrics.pass_hat_curve(sum(metrics.is_success(r) for r in rewards), len(rewards))
+        for rewards in per_task.values()
+    ]
+    assert row.pass_hat_k == pytest.approx(metrics.mean_over_tasks(curves))
+    assert 0.5 <= row.pass_hat_k["1"] <= 0.9  # 40 seeded draws at p = 0.7
+    assert row.pass_hat_k["4"] < row.pass_hat_k["1"]
+    failures = [t for t in store.trials(cfg.run_id) if t.reward == 0.0]
+    assert failures and all(t.termination_reason == "agent_error" for t in failures)
+
+
+async def test_same_run_id_attaches_without_new_model_calls(client, sqlite_store):
+    store = sqlite_store
+    cfg = config(limit=2)
+    first = await run_to_end(client, store, cfg)
+    steps_before = {t.trial_id: store.count_steps(t.trial_id) for t in store.trials(cfg.run_id)}
+    again = await run_to_end(client, store, cfg)
+    assert again == first
+    assert {t.trial_id: store.count_steps(t.trial_id) for t in store.trials(cfg.run_id)} == steps_before
