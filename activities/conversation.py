@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from datetime import timedelta
 from typing import Awaitable, TypeVar
 
+from opentelemetry.trace import SpanKind, Status, StatusCode
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from domains.base import Message
 from domains.registry import get_domain
-from infra import llm
+from infra import llm, tracing
 from infra.store import Store
 from workflows.specs import OUT_OF_SCOPE_TOKEN, STOP_TOKEN, TRANSFER_TOKEN, StepRef, StepResult
 
@@ -89,9 +91,11 @@ class ConversationActivities:
                 f"step {ref.step}: last message has no tool calls", non_retryable=True,
                 type="ProtocolError",
             )
+        started = time.time_ns()
         answers = get_domain(spec.domain).execute(
             spec.task_id, history[:-1], pending.tool_calls, session=spec.trial_id
         )
+        _tool_spans(ref, pending.tool_calls, answers, started, time.time_ns())
         self.store.record_step(spec.trial_id, spec.run_id, ref.step, "tool", answers)
         return step_result(ref.step, answers)
 
@@ -114,20 +118,38 @@ class ConversationActivities:
                 "role": role,
             }
         }
+        span_attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": llm.provider_of(model),
+            "gen_ai.request.model": model,
+            "gen_ai.request.seed": spec.seed,
+            "gen_ai.request.temperature": args.get("temperature"),
+            **tracing.trial_attributes(ref.trial),
+                "passhat.step": ref.step,
+            "passhat.role": "agent" if role == "assistant" else "user",
+        }
         try:
-            reply = await _with_heartbeat(
-                llm.complete(
-                    model,
-                    [{"role": "system", "content": system}] + llm.view_for(role, history),
-                    tools=tools,
-                    role=role,
-                    model_args=args,
-                    metadata=metadata,
-                    seed=spec.seed,
-                    timeout_s=spec.retry.model_call_timeout_s,
-                ),
-                every_s=max(1.0, spec.retry.heartbeat_timeout_s / 3),
-            )
+            with tracing.span(f"chat {model}", spec.trial_id, span_attributes, SpanKind.CLIENT) as span:
+                reply = await _with_heartbeat(
+                    llm.complete(
+                        model,
+                        [{"role": "system", "content": system}] + llm.view_for(role, history),
+                        tools=tools,
+                        role=role,
+                        model_args=args,
+                        metadata=metadata,
+                        seed=spec.seed,
+                        timeout_s=spec.retry.model_call_timeout_s,
+                    ),
+                    every_s=max(1.0, spec.retry.heartbeat_timeout_s / 3),
+                )
+                span.set_attributes({
+                    "gen_ai.response.model": reply.model or model,
+                    "gen_ai.usage.input_tokens": reply.input_tokens,
+                    "gen_ai.usage.output_tokens": reply.output_tokens,
+                    "gen_ai.response.finish_reasons": [reply.finish_reason or "unknown"],
+                    "passhat.cost_usd": reply.cost,
+                })
         except llm.ModelCallError as err:
             raise ApplicationError(
                 str(err),
@@ -163,3 +185,29 @@ class ConversationActivities:
         if role == "assistant":
             return history, domain.agent_system_prompt(), domain.agent_tools()
         return history, domain.user_system_prompt(spec.task_id), domain.user_tools()
+
+
+def _tool_spans(ref: StepRef, calls, answers: list[Message], start_ns: int, end_ns: int) -> None:  # noqa: ANN001
+    """One span per tool call. The domain runs a step's calls as one batch (tau2 syncs
+    state once per step), so each span covers the batch's time."""
+    for call, answer in zip(calls, answers):
+        with tracing.span(
+            f"execute_tool {call.name}",
+            ref.trial.trial_id,
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": call.name,
+                "gen_ai.tool.call.id": call.id,
+                "passhat.tool.requestor": call.requestor,
+                "passhat.tool.error": answer.error,
+                "passhat.tool.batch_size": len(calls),
+                **tracing.trial_attributes(ref.trial),
+                "passhat.step": ref.step,
+                "passhat.role": "agent" if call.requestor == "assistant" else "user",
+            },
+            start_time=start_ns,
+            end_time=end_ns,
+        ) as span:
+            if answer.error:
+                span.set_status(Status(StatusCode.ERROR, (answer.content or "")[:500]))
+                span.set_attribute("error.type", "ToolError")

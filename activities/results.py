@@ -6,6 +6,7 @@ from temporalio import activity
 
 from domains.base import Message
 from domains.registry import get_domain
+from infra import tracing
 from infra.store import Store
 from workflows import metrics
 from workflows.specs import (
@@ -63,6 +64,8 @@ class ResultActivities:
         row = self.store.begin_trial(spec)
         if row.status == "scored":
             return TrialStart(outcome=outcome_of(row))
+        if tracing.enabled():
+            self.store.set_trace_id(spec.trial_id, tracing.trace_id_hex(spec.trial_id))
         if self.store.get_step(spec.trial_id, 0) is None:
             task = get_domain(spec.domain).task(spec.task_id)
             opening = task.initial_messages or [Message(role="assistant", content=AGENT_GREETING)]
@@ -74,7 +77,13 @@ class ResultActivities:
     def score_trial(self, req: ScoreRequest) -> TrialOutcome:
         spec = req.trial
         messages = self.store.messages(spec.trial_id)
-        score = get_domain(spec.domain).score(spec.task_id, messages, req.termination_reason)
+        with tracing.span("passhat.score", spec.trial_id, tracing.trial_attributes(spec)) as span:
+            score = get_domain(spec.domain).score(spec.task_id, messages, req.termination_reason)
+            span.set_attributes({
+                "passhat.reward": score.reward,
+                "passhat.termination_reason": req.termination_reason,
+                **{f"passhat.reward.{k}": v for k, v in score.breakdown.items()},
+            })
         self.store.finish_trial(
             spec.trial_id,
             reward=score.reward,
@@ -83,12 +92,33 @@ class ResultActivities:
             termination_reason=req.termination_reason,
             n_steps=req.n_steps,
         )
-        return outcome_of(self.store.get_trial(spec.trial_id))
+        return self._closed(spec)
 
     @activity.defn
     def mark_not_evaluable(self, req: NotEvaluable) -> TrialOutcome:
         self.store.mark_not_evaluable(req.trial.trial_id, req.error, req.error_class)
-        return outcome_of(self.store.get_trial(req.trial.trial_id))
+        return self._closed(req.trial)
+
+    def _closed(self, spec: TrialSpec) -> TrialOutcome:
+        """The trial's outcome, and its root span in the trace."""
+        row = self.store.get_trial(spec.trial_id)
+        outcome = outcome_of(row)
+        tracing.record_trial_root(
+            spec.trial_id,
+            row.started_at,
+            {
+                **tracing.trial_attributes(spec),
+                "passhat.outcome": "not_evaluable" if not outcome.evaluable
+                else ("success" if row.success else "failure"),
+                "passhat.reward": row.reward,
+                "passhat.termination_reason": row.termination_reason,
+                "passhat.error_class": row.error_class,
+                "gen_ai.usage.input_tokens": row.input_tokens,
+                "gen_ai.usage.output_tokens": row.output_tokens,
+            },
+            error=row.error,
+        )
+        return outcome
 
     @activity.defn
     def record_task(self, outcome: TaskOutcome) -> None:

@@ -45,7 +45,7 @@ from temporalio.client import Client, Interceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
-from infra import search_attributes, settings
+from infra import search_attributes, settings, tracing
 
 HOST = "127.0.0.1"
 # Bound on one connection attempt; Client.connect alone can wait forever on a port
@@ -413,6 +413,9 @@ async def connect(
     address = address or settings.temporal_address()
     # passhat's workflow inputs and results are pydantic models.
     client_kwargs.setdefault("data_converter", pydantic_data_converter)
+    # Tracing, when OTEL_* asks for it: the interceptor serves the client and its workers.
+    tracing.setup()
+    interceptors = list(interceptors) or tracing.interceptors()
     if address is None:
         server = EmbeddedServer(settings.home(), namespace=namespace)
         address = (await server.ensure_running()).address
