@@ -7,10 +7,11 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
 
 with workflow.unsafe.imports_passed_through():
     from activities.results import ResultActivities
+    from infra import search_attributes as sa
     from workflows import metrics
     from workflows.specs import TaskOutcome, TaskUnit
     from workflows.trial import TrialWorkflow
@@ -34,6 +35,17 @@ def task_outcome(unit: TaskUnit, outcomes) -> TaskOutcome:  # noqa: ANN001
     )
 
 
+def trial_search_attributes(spec) -> TypedSearchAttributes:  # noqa: ANN001
+    """What makes "all failed trials of this model on airline" one query in the UI."""
+    return TypedSearchAttributes([
+        SearchAttributePair(sa.RUN, spec.run_id),
+        SearchAttributePair(sa.AGENT_MODEL, spec.agent_model),
+        SearchAttributePair(sa.DOMAIN, spec.domain),
+        SearchAttributePair(sa.TASK, spec.task_id),
+        SearchAttributePair(sa.OUTCOME, "running"),
+    ])
+
+
 @workflow.defn
 class TaskWorkflow:
     @workflow.run
@@ -45,6 +57,7 @@ class TaskWorkflow:
                     TrialWorkflow.run,
                     spec,
                     id=spec.trial_id,
+                    search_attributes=trial_search_attributes(spec),
                     static_summary=f"{spec.agent_model} on {spec.domain} task {spec.task_id}, trial {spec.trial_index}",
                 )
                 for spec in trials

@@ -15,6 +15,8 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.conversation import ConversationActivities
     from activities.results import NotEvaluable, ResultActivities, ScoreRequest
+    from infra import search_attributes as sa
+    from workflows import metrics
     from workflows.specs import StepRef, StepResult, TrialOutcome, TrialSpec
 
 # Bookkeeping activities touch only the store and the domain: a few quick retries, then
@@ -71,6 +73,26 @@ class Turns:
 class TrialWorkflow:
     @workflow.run
     async def run(self, spec: TrialSpec) -> TrialOutcome:
+        outcome = await self._run(spec)
+        # Shown in the UI: the outcome as a search attribute, reward and reason as memo.
+        label = (
+            ("success" if metrics.is_success(outcome.reward or 0.0) else "failure")
+            if outcome.evaluable
+            else "not_evaluable"
+        )
+        workflow.upsert_search_attributes([sa.OUTCOME.value_set(label)])
+        workflow.upsert_memo({
+            "outcome": label,
+            "reward": outcome.reward,
+            "termination_reason": outcome.termination_reason,
+            "error": outcome.error,
+        })
+        workflow.set_current_details(
+            f"**{label}**: reward {outcome.reward}, {outcome.termination_reason or outcome.error}"
+        )
+        return outcome
+
+    async def _run(self, spec: TrialSpec) -> TrialOutcome:
         start = await workflow.execute_activity_method(
             ResultActivities.begin_trial, spec, **_BOOKKEEPING
         )

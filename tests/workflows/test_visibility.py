@@ -1,0 +1,38 @@
+"""Trials are searchable in Temporal: one visibility query finds a run's failed trials."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.workflows.conftest import config, run_to_end
+
+
+async def _ids(client, query: str) -> set[str]:
+    return {wf.id async for wf in client.list_workflows(query)}
+
+
+async def test_query_returns_exactly_the_failed_trials(client, sqlite_store):
+    store = sqlite_store
+    cfg = config(agent_models=["scripted/noisy-0.5"], limit=4, trials=3)
+    await run_to_end(client, store, cfg)
+    failed = {t.trial_id for t in store.trials(cfg.run_id, failed_only=True)}
+    succeeded = {t.trial_id for t in store.trials(cfg.run_id)} - failed
+    assert failed and succeeded  # the seeded draws give both kinds
+
+    query = (
+        f'PasshatRun="{cfg.run_id}" AND PasshatOutcome="failure" '
+        f'AND PasshatAgentModel="scripted/noisy-0.5" AND PasshatDomain="airline"'
+    )
+    # Visibility is updated asynchronously after a workflow closes: poll, bounded.
+    deadline = asyncio.get_running_loop().time() + 30
+    while (found := await _ids(client, query)) != failed:
+        assert asyncio.get_running_loop().time() < deadline, f"query found {found}, expected {failed}"
+        await asyncio.sleep(0.2)
+    assert await _ids(client, f'PasshatRun="{cfg.run_id}" AND PasshatOutcome="success"') == succeeded
+
+    # The memo carries reward and termination reason for the UI.
+    some = next(iter(failed))
+    desc = await client.get_workflow_handle(some).describe()
+    memo = await desc.memo()
+    assert memo["outcome"] == "failure" and memo["reward"] == 0.0
+    assert memo["termination_reason"] == "agent_error"
