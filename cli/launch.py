@@ -10,8 +10,8 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.common import WorkflowIDReusePolicy
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from workflows.specs import RunConfig, RunSummary, TASK_QUEUE, run_workflow_id
@@ -74,12 +74,27 @@ def build_config(
     max_errors: int,
     max_attempts: int,
     limit: int | None = None,
+    task_file: str | None = None,
 ) -> RunConfig:
     from domains.base import UnknownDomainError
     from domains.registry import get_domain
+    from domains.task_file import TaskFileError, custom_domain_name, split_domain_name
 
     if not domains:
         raise UserInputError("give at least one --domain (see `passhat domains`)")
+    if task_file is not None:
+        if len(set(domains)) != 1 or split_domain_name(domains[0])[1] is not None:
+            raise UserInputError(
+                "--task-file replaces the tasks of one domain: give exactly one plain "
+                "--domain with it, e.g. --domain airline --task-file my_tasks.json"
+            )
+        domains = [custom_domain_name(domains[0], task_file)]
+    # "domain@file" given directly is recorded with an absolute path too: workers may
+    # run in another directory.
+    domains = [
+        custom_domain_name(base, path) if path is not None else base
+        for base, path in map(split_domain_name, domains)
+    ]
     if not agent_models:
         raise UserInputError("give at least one --agent-model")
     for name, value, low in (("--trials", trials, 1), ("--concurrency", concurrency, 1),
@@ -91,6 +106,9 @@ def build_config(
         raise UserInputError(
             f"--run-id '{run_id}' must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit"
         )
+    # Cheap checks first: loading a domain takes seconds.
+    parsed_agent_args = parse_json_object(agent_args, "--agent-args")
+    parsed_user_args = parse_json_object(user_args, "--user-args")
     for model in agent_models:
         check_model(model, "--agent-model")
     check_model(user_model, "--user-model")
@@ -98,7 +116,7 @@ def build_config(
     for domain_name in dict.fromkeys(domains):
         try:
             domain = get_domain(domain_name)
-        except UnknownDomainError as err:
+        except (UnknownDomainError, TaskFileError) as err:
             raise UserInputError(str(err))
         known = domain.task_ids()
         if task_ids:
@@ -122,8 +140,8 @@ def build_config(
         task_ids=per_domain,
         trials=trials,
         concurrency=concurrency,
-        agent_args=parse_json_object(agent_args, "--agent-args"),
-        user_args=parse_json_object(user_args, "--user-args"),
+        agent_args=parsed_agent_args,
+        user_args=parsed_user_args,
         max_steps=max_steps,
         max_errors=max_errors,
         retry={"max_attempts": max_attempts},
@@ -134,31 +152,48 @@ def total_trials(config: RunConfig) -> int:
     return len(config.agent_models) * sum(len(t) for t in config.task_ids.values()) * config.trials
 
 
+class RunEnded(Exception):
+    """The run's workflow closed without a result (cancelled, terminated, failed)."""
+
+
 async def start_run(
-    client: Client, store, config: RunConfig, task_queue: str = TASK_QUEUE  # noqa: ANN001
+    client: Client,
+    store,  # noqa: ANN001
+    config: RunConfig,
+    task_queue: str = TASK_QUEUE,
+    *,
+    resume: bool = False,
 ) -> WorkflowHandle:
-    """Start the run's workflow, or attach to it when a run with this id exists.
-    A run id reused with a different configuration is refused by the store. If the
-    workflow cannot be started, the run record this call created is removed again."""
+    """Start the run's workflow, or attach to it when it is running. A new run whose id
+    was used before attaches to that run (same configuration) or is refused by the store
+    (different configuration); `resume` starts a closed run's workflow again, and the
+    trials already scored return at once. If the workflow cannot be started, the run
+    record this call created is removed again, so nothing half-written is left behind."""
     from workflows.run import RunRequest, RunWorkflow
 
     existed = store.get_run(config.run_id) is not None
     store.create_run(config, total_trials(config))
     try:
-        return await client.start_workflow(
+        handle = await client.start_workflow(
             RunWorkflow.run,
             RunRequest(config=config),
             id=run_workflow_id(config.run_id),
             task_queue=task_queue,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE
+            if resume
+            else WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary=f"passhat run {config.run_id}: {', '.join(config.agent_models)} on {', '.join(config.domains)}, k={config.trials}",
         )
-    except WorkflowAlreadyStartedError:
+    except WorkflowAlreadyStartedError:  # a closed run with this id: show its result
         return client.get_workflow_handle_for(RunWorkflow.run, run_workflow_id(config.run_id))
     except BaseException:
         if not existed:
             store.delete_run(config.run_id)
         raise
+    if resume:
+        store.set_run_status(config.run_id, "running")
+    return handle
 
 
 async def follow(
@@ -174,7 +209,33 @@ async def follow(
         on_progress(*store.progress(run_id))
         await asyncio.wait({result}, timeout=poll_s)
     on_progress(*store.progress(run_id))
-    return result.result()
+    try:
+        return result.result()
+    except WorkflowFailureError as err:
+        raise RunEnded(
+            f"run {run_id} ended without finishing ({err.cause or err}); "
+            f"`passhat resume {run_id}` runs what is missing"
+        ) from err
+
+
+async def cancel_run(client: Client, store, run_id: str, wait_s: float = 15.0) -> str:  # noqa: ANN001
+    """Ask the run to stop; its trials stop at their next step and keep what they
+    recorded. Without a worker to act on the request, the workflows are terminated."""
+    handle = client.get_workflow_handle(run_workflow_id(run_id))
+    status = (await handle.describe()).status
+    if status != WorkflowExecutionStatus.RUNNING:
+        return f"not running (its workflow is {status.name.lower() if status else 'unknown'})"
+    await handle.cancel()
+    try:
+        await asyncio.wait_for(handle.result(), wait_s)
+        how = "finished before the cancel request arrived"
+    except WorkflowFailureError:
+        how = "cancelled"
+    except TimeoutError:
+        await handle.terminate(reason="passhat cancel: no worker acted on the cancel request")
+        how = "terminated (no worker was running)"
+    store.set_run_status(run_id, "cancelled")
+    return how
 
 
 async def workflow_status(client: Client, run_id: str) -> str | None:

@@ -5,13 +5,46 @@ happen inside commands so `passhat --help` stays fast."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+from contextlib import contextmanager
 from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+# typer vendors click (pinned in pyproject); these are the errors its parser raises.
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from typer.core import TyperGroup
+
+
+@contextmanager
+def _usage_errors_as_one_line():  # noqa: ANN202
+    try:
+        yield
+    except NoArgsIsHelpError:
+        raise  # `passhat` alone prints the help
+    except UsageError as err:
+        where = f" — see `{err.ctx.command_path} --help`" if err.ctx else ""
+        fail(f"{err.format_message()}{where}", err.exit_code)
+
+
+class _OneLineUsageErrors(TyperGroup):
+    """Usage mistakes (a missing or unknown option, a value of the wrong type) reported
+    like every other passhat error, one "error:" line on stderr, instead of click's
+    usage box. Subcommands are parsed inside the group's invoke, so both are wrapped."""
+
+    def make_context(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
+        with _usage_errors_as_one_line():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx):  # noqa: ANN001, ANN201
+        with _usage_errors_as_one_line():
+            return super().invoke(ctx)
+
 
 app = typer.Typer(
+    cls=_OneLineUsageErrors,
     help="Durable pass^k evaluation of tool-using AI agents on tau2 benchmarks, run as Temporal workflows.",
     no_args_is_help=True,
     add_completion=False,
@@ -28,20 +61,24 @@ DEMO_MODELS = ["scripted/oracle", "scripted/noisy-0.7"]
 
 
 def fail(message: str, code: int = 2) -> None:
-    err_console.print(f"[bold red]error:[/] {message}")
+    # escape: messages quote user input and file paths, which may contain [brackets].
+    err_console.print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(code)
 
 
 def _guard(fn):  # noqa: ANN001, ANN202
     """Run a command body, turning known failures into one clear line and an exit code."""
-    from cli.launch import UserInputError
+    from cli.launch import RunEnded, UserInputError
     from infra.store import ConfigMismatchError, StoreError
     from infra.temporal_server import TemporalUnreachable, TemporalServerError
 
     try:
         return fn()
-    except (UserInputError, ConfigMismatchError, StoreError, TemporalUnreachable, TemporalServerError) as err:
-        fail(str(err))
+    except TemporalServerError as err:
+        fail(str(err))  # multi-line on purpose: it ends with the server's log excerpt
+    except (UserInputError, ConfigMismatchError, StoreError, TemporalUnreachable, RunEnded) as err:
+        # One line: database drivers (psycopg) wrap and indent their messages.
+        fail(" ".join(str(err).split()))
     except KeyboardInterrupt:
         fail("interrupted: the run goes on in Temporal; `passhat status RUN` shows it", 130)
 
@@ -52,6 +89,7 @@ def run(
     agent_model: list[str] = typer.Option(..., "--agent-model", "-m", help="litellm model string for the agent (repeat for a sweep), e.g. openai/gpt-4.1 or scripted/oracle."),
     user_model: str = typer.Option(..., "--user-model", "-u", help="litellm model string for the user simulator."),
     task: list[str] = typer.Option([], "--task", "-t", help="Task id to run (repeat); default: every task of the domain."),
+    task_file: Optional[str] = typer.Option(None, "--task-file", help="JSON list of your own tasks in tau2's format, run with the one --domain's tools and policy."),
     trials: int = typer.Option(1, "--trials", "-k", help="Independent trials per task (the k of pass^k)."),
     concurrency: int = typer.Option(8, "--concurrency", "-c", help="Conversations in flight at once."),
     run_id: Optional[str] = typer.Option(None, "--run-id", help="Name the run; starting an existing run id with the same configuration attaches to it."),
@@ -69,6 +107,7 @@ def run(
         trials=trials, concurrency=concurrency, run_id=run_id, agent_args=agent_args,
         user_args=user_args, max_steps=max_steps, max_errors=max_errors,
         max_attempts=max_attempts, detach=detach, output=output, limit=None,
+        task_file=task_file,
     ))
 
 
@@ -92,7 +131,11 @@ def _run_command(*, output: str, detach: bool, limit: int | None, **kwargs) -> N
     if output not in ("table", "json"):
         raise UserInputError(f"--output must be 'table' or 'json', got '{output}'")
     config = build_config(limit=limit, **kwargs)
-    summary = asyncio.run(_execute(config, detach=detach, output=output))
+    _finish(asyncio.run(_execute(config, detach=detach, output=output)), output)
+
+
+def _finish(summary, output: str) -> None:  # noqa: ANN001
+    """Print a finished run's results; exit 1 when some trials could not be evaluated."""
     if summary is None:
         return
     from cli.render import print_summary
@@ -113,7 +156,7 @@ def _run_command(*, output: str, detach: bool, limit: int | None, **kwargs) -> N
         raise typer.Exit(1)
 
 
-async def _execute(config, *, detach: bool, output: str):  # noqa: ANN001, ANN202
+async def _execute(config, *, detach: bool, output: str, resume: bool = False):  # noqa: ANN001, ANN202
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from cli.launch import follow, start_run
@@ -123,7 +166,8 @@ async def _execute(config, *, detach: bool, output: str):  # noqa: ANN001, ANN20
 
     store = Store()
     client = await connect()
-    handle = await start_run(client, store, config)
+    await _ensure_search_attributes(client)
+    handle = await start_run(client, store, config, resume=resume)
     ui = ui_url()
     if detach:
         print(config.run_id)
@@ -146,6 +190,105 @@ async def _execute(config, *, detach: bool, output: str):  # noqa: ANN001, ANN20
         async with build_worker(client, store):
             summary = await follow(handle, store, config.run_id, update)
     return summary
+
+
+async def _ensure_search_attributes(client) -> None:  # noqa: ANN001
+    """Trial workflows carry passhat's search attributes; a cluster must know them."""
+    from infra import search_attributes, settings
+
+    if settings.temporal_address() is None:
+        return  # the embedded server registers them when it starts
+    missing = [k.name for k in search_attributes.ALL
+               if k.name not in await search_attributes.registered(client, client.namespace)]
+    if missing:
+        try:
+            await search_attributes.register(client, client.namespace)
+        except Exception as err:
+            from cli.launch import UserInputError
+
+            raise UserInputError(
+                f"the Temporal cluster lacks passhat's search attributes {', '.join(missing)} and "
+                f"registering them failed ({err}); ask an operator to run "
+                "`passhat search-attributes register` against it"
+            )
+
+
+@app.command()
+def resume(
+    run_id: str = typer.Argument(..., help="Run id."),
+    detach: bool = typer.Option(False, "--detach", help="Restart the run and return; a `passhat worker` must be running."),
+    output: str = typer.Option("table", "--output", "-o", help="table or json."),
+) -> None:
+    """Finish an interrupted run: only unfinished and not-evaluable trials run again;
+    scored trials and recorded steps are kept as they are."""
+
+    def body() -> None:
+        from infra.store import Store
+
+        row = Store().get_run(run_id)
+        if row is None:
+            fail(f"no run '{run_id}' in the results store; `passhat runs` lists them")
+        _finish(asyncio.run(_execute(row.run_config(), detach=detach, output=output, resume=True)), output)
+
+    _guard(body)
+
+
+@app.command()
+def cancel(run_id: str = typer.Argument(..., help="Run id.")) -> None:
+    """Stop a run cleanly; what it recorded stays, and `passhat resume` can continue it."""
+
+    async def body() -> str:
+        from cli.launch import cancel_run
+        from infra.store import Store
+        from infra.temporal_server import connect
+
+        store = Store()
+        if store.get_run(run_id) is None:
+            fail(f"no run '{run_id}' in the results store; `passhat runs` lists them")
+        return await cancel_run(await connect(), store, run_id)
+
+    how = _guard(lambda: asyncio.run(body()))
+    out_console.print(f"run {run_id}: {how}")
+
+
+@app.command()
+def runs() -> None:
+    """List the runs in the results store, newest first."""
+
+    def body() -> None:
+        from infra.store import Store
+
+        store = Store()
+        for row in store.list_runs():
+            done, total, pass1 = store.progress(row.run_id)
+            print(f"{row.run_id}\t{row.status}\t{done}/{total}\tpass^1 {'-' if pass1 is None else f'{pass1:.3f}'}")
+
+    _guard(body)
+
+
+sa_app = typer.Typer(help="Passhat's custom search attributes on a Temporal cluster.", no_args_is_help=True)
+app.add_typer(sa_app, name="search-attributes")
+
+
+@sa_app.command("register")
+def search_attributes_register() -> None:
+    """Register PasshatRun, PasshatAgentModel, PasshatDomain, PasshatTask and
+    PasshatOutcome (Keyword) on TEMPORAL_ADDRESS's namespace (needs operator rights)."""
+
+    async def body() -> dict:
+        from infra import search_attributes
+        from infra.temporal_server import connect
+
+        client = await connect()
+        await search_attributes.register(client, client.namespace)
+        return await search_attributes.registered(client, client.namespace)
+
+    from temporalio.api.enums.v1 import IndexedValueType
+
+    registered = _guard(lambda: asyncio.run(body()))
+    for name, kind in sorted(registered.items()):
+        if name.startswith("Passhat"):
+            print(f"{name}\t{IndexedValueType.Name(kind).removeprefix('INDEXED_VALUE_TYPE_').title()}")
 
 
 @app.command()
@@ -204,6 +347,47 @@ def report(
 
 
 @app.command()
+def trials(
+    run_id: str = typer.Argument(..., help="Run id."),
+    failed: bool = typer.Option(False, "--failed", help="Only failed trials: scored below 1, or not evaluable."),
+    domain: Optional[str] = typer.Option(None, "--domain", "-d", help="Only this domain."),
+    agent_model: Optional[str] = typer.Option(None, "--agent-model", "-m", help="Only this agent model."),
+) -> None:
+    """List a run's trials with outcome, reason, Temporal UI link and Jaeger link."""
+
+    def body() -> None:
+        from cli.render import print_trials
+        from infra import settings
+        from infra.store import Store
+        from infra.temporal_server import ui_url
+
+        store = Store()
+        if store.get_run(run_id) is None:
+            fail(f"no run '{run_id}' in the results store; `passhat runs` lists them")
+        rows = store.trials(run_id, domain=domain, agent_model=agent_model, failed_only=failed)
+        print_trials(rows, ui_url(), settings.temporal_namespace(), settings.jaeger_ui_url(), out_console)
+
+    _guard(body)
+
+
+@app.command()
+def show(trial_id: str = typer.Argument(..., help="Trial id, as `passhat trials` lists it.")) -> None:
+    """Print a trial's transcript: messages, tool calls and results, the score breakdown."""
+
+    def body() -> None:
+        from cli.render import transcript
+        from infra.store import Store
+
+        store = Store()
+        trial = store.get_trial(trial_id)
+        if trial is None:
+            fail(f"no trial '{trial_id}'; `passhat trials RUN` lists a run's trial ids")
+        transcript(trial, store.steps(trial_id), out_console)
+
+    _guard(body)
+
+
+@app.command()
 def domains() -> None:
     """List the domains and how many tasks each has."""
     from domains.registry import domain_names, get_domain
@@ -220,10 +404,11 @@ def tasks(domain: str = typer.Argument(..., help="Domain name.")) -> None:
         from cli.launch import UserInputError
         from domains.base import UnknownDomainError
         from domains.registry import get_domain
+        from domains.task_file import TaskFileError
 
         try:
             d = get_domain(domain)
-        except UnknownDomainError as err:
+        except (UnknownDomainError, TaskFileError) as err:
             raise UserInputError(str(err))
         for task_id in d.task_ids():
             reason = (d.task(task_id).reason_for_call or "").strip().splitlines()
@@ -289,8 +474,22 @@ def server_status() -> None:
 
 
 def main() -> None:
-    app()
+    """Entry point. Ends the process with os._exit once output is flushed: a process
+    that used a Temporal client can crash in the SDK's native threads during
+    interpreter shutdown (temporalio/sdk-python#300), which would turn a finished
+    command's exit code into 134."""
+    code = 0
+    try:
+        app()
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    from infra import tracing
+
+    tracing.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -1,4 +1,6 @@
-"""Domains by name: tau2's built in, plus any a user registers.
+"""Domains by name: tau2's built in, plus any a user registers, plus a tau2 domain with
+the tasks of a user's task file, named "airline@/absolute/path/tasks.json"
+(domains.task_file).
 
 Importing this module must stay cheap (the CLI imports it to list domains), so nothing
 here imports tau2; a tau2 domain loads its data on first use.
@@ -10,6 +12,7 @@ import threading
 from collections.abc import Callable
 
 from domains.base import Domain, UnknownDomainError
+from domains.task_file import SEPARATOR, read_task_list, split_domain_name, validate_tasks
 from domains.tau2_domain import TAU2_DOMAINS, Tau2Domain
 
 DomainFactory = Callable[[], Domain]
@@ -25,6 +28,9 @@ _lock = threading.RLock()
 
 def register_domain(name: str, factory: DomainFactory) -> None:
     """Make `factory()` the domain called `name`. The factory runs on first use."""
+    if SEPARATOR in name:
+        # It would read as "domain@task file".
+        raise ValueError(f"A domain name cannot contain {SEPARATOR!r}: {name!r}")
     with _lock:
         if name in _factories:
             raise ValueError(f"A domain named {name!r} is already registered")
@@ -37,9 +43,16 @@ def domain_names() -> list[str]:
 
 
 def get_domain(name: str) -> Domain:
+    """The domain called `name`. "D@PATH" is tau2 domain D with the tasks of the file at
+    PATH; the file is read and validated here, once per process, and a broken one
+    raises domains.task_file.TaskFileError."""
     with _lock:
         domain = _instances.get(name)
         if domain is not None:
+            return domain
+        base, path = split_domain_name(name)
+        if path is not None:
+            domain = _instances[name] = _task_file_domain(base, path, name)
             return domain
         factory = _factories.get(name)
         if factory is None:
@@ -52,3 +65,23 @@ def get_domain(name: str) -> Domain:
             )
         _instances[name] = domain
         return domain
+
+
+def _task_file_domain(base: str, path: str, name: str) -> Domain:
+    if base not in TAU2_DOMAINS:
+        raise UnknownDomainError(
+            f"task files work with tau2's domains ({', '.join(TAU2_DOMAINS)}), "
+            f"not {base!r}"
+        )
+    raw = read_task_list(path)  # file and JSON mistakes fail before tau2 loads
+    # The base domain's tools decide which gold actions the file may name.
+    tools = get_domain(base)
+    user_tools = tools.user_tools()
+    tasks = validate_tasks(
+        path,
+        raw,
+        domain=base,
+        agent_tools={t["function"]["name"] for t in tools.agent_tools()},
+        user_tools=None if user_tools is None else {t["function"]["name"] for t in user_tools},
+    )
+    return Tau2Domain(base, tasks=tasks, label=name)

@@ -17,13 +17,18 @@ and anything else that merely lists domains must not pay.
 from __future__ import annotations
 
 import gc
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from domains.base import (
+# tau2 imports litellm, which downloads a model price list at import unless told to use
+# its bundled copy (there may be no network).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from domains.base import (  # noqa: E402
     GoldAction,
     Message,
     Score,
@@ -45,18 +50,30 @@ DEFAULT_SESSION_CACHE_SIZE = 8
 class Tau2Domain:
     """One tau2 domain. Cheap to create: tau2's data is loaded on first use."""
 
-    def __init__(self, name: str, session_cache_size: int = DEFAULT_SESSION_CACHE_SIZE):
+    def __init__(
+        self,
+        name: str,
+        session_cache_size: int = DEFAULT_SESSION_CACHE_SIZE,
+        *,
+        tasks: list[Any] | None = None,
+        label: str | None = None,
+    ):
+        """`tasks` (tau2 Task models) replaces the domain's own task set, for a user's
+        task file; `label` is then the name the registry knows this variant by. Tools,
+        policy, database and scoring stay tau2's for `name`."""
         if name not in TAU2_DOMAINS:
             raise UnknownDomainError(
                 f"tau2 has no domain {name!r}; known: {', '.join(TAU2_DOMAINS)}"
             )
-        self.name = name
+        self.name = label or name
+        self.tau2_name = name
+        self._tasks = None if tasks is None else {task.id: task for task in tasks}
         self._sessions = _SessionCache(session_cache_size)
 
     # -- tasks and prompts -------------------------------------------------------------
 
     def task_ids(self) -> list[str]:
-        return list(_data(self.name).tasks)
+        return list(self._task_set())
 
     def task(self, task_id: str) -> TaskInfo:
         task = self._tau2_task(task_id)
@@ -77,16 +94,16 @@ class Tau2Domain:
         )
 
     def agent_tools(self) -> list[dict[str, Any]]:
-        return [tool.openai_schema for tool in _data(self.name).agent_tools]
+        return [tool.openai_schema for tool in _data(self.tau2_name).agent_tools]
 
     def user_tools(self) -> list[dict[str, Any]] | None:
-        tools = _data(self.name).user_tools
+        tools = _data(self.tau2_name).user_tools
         return None if tools is None else [tool.openai_schema for tool in tools]
 
     def agent_system_prompt(self) -> str:
         from tau2.agent.llm_agent import LLMAgent
 
-        data = _data(self.name)
+        data = _data(self.tau2_name)
         return LLMAgent(tools=data.agent_tools, domain_policy=data.policy).system_prompt
 
     def user_system_prompt(self, task_id: str) -> str:
@@ -95,7 +112,7 @@ class Tau2Domain:
         task = self._tau2_task(task_id)
         # The guidelines differ with and without user tools, as in tau2's run.
         user = UserSimulator(
-            tools=_data(self.name).user_tools, instructions=str(task.user_scenario)
+            tools=_data(self.tau2_name).user_tools, instructions=str(task.user_scenario)
         )
         return user.system_prompt
 
@@ -149,7 +166,7 @@ class Tau2Domain:
     def _rebuild(self, task: Any, history: list[Message]) -> Any:
         """A fresh environment in the state after the task's initial state and every
         answered tool call of `history` (tau2's set_state replays them)."""
-        env = _data(self.name).new_environment()
+        env = _data(self.tau2_name).new_environment()
         init = task.initial_state
         env.set_state(
             initialization_data=init.initialization_data if init else None,
@@ -174,7 +191,7 @@ class Tau2Domain:
                 reward=0.0,
                 info={"note": f"Not a tau2 stop reason: {termination_reason!r}"},
             )
-        data = _data(self.name)
+        data = _data(self.tau2_name)
         now = get_now()
         simulation = SimulationRun(
             id=f"passhat-{task_id}",
@@ -199,9 +216,12 @@ class Tau2Domain:
 
     # -- helpers -----------------------------------------------------------------------
 
+    def _task_set(self) -> dict[str, Any]:
+        return self._tasks if self._tasks is not None else _data(self.tau2_name).tasks
+
     def _tau2_task(self, task_id: str) -> Any:
         try:
-            return _data(self.name).tasks[task_id]
+            return self._task_set()[task_id]
         except KeyError:
             raise UnknownTaskError(f"{self.name} has no task {task_id!r}") from None
 

@@ -109,6 +109,11 @@ def parse_reply(response: Any, role: Perspective) -> tuple[Message, str | None]:
     return message, getattr(choice, "finish_reason", None)
 
 
+def provider_of(model: str) -> str:
+    """The provider part of a litellm model string (gen_ai.provider.name in traces)."""
+    return model.split("/", 1)[0] if "/" in model else "openai"
+
+
 def _usage(response: Any) -> tuple[int, int]:
     usage = getattr(response, "usage", None)
     if usage is None:
@@ -160,7 +165,7 @@ async def complete(
             **args,
         )
     except Exception as exc:  # classified, then re-raised as ModelCallError
-        raise classify(exc) from exc
+        raise classify(exc, model) from exc
     latency = time.monotonic() - start
     message, finish = parse_reply(response, role)
     tokens_in, tokens_out = _usage(response)
@@ -198,37 +203,42 @@ _TRANSIENT = [
 ]
 
 
-def classify(exc: BaseException) -> ModelCallError:
-    """Map a litellm (or transport) exception to a ModelCallError."""
+def classify(exc: BaseException, model: str | None = None) -> ModelCallError:
+    """Map a litellm (or transport) exception to a ModelCallError whose message says in
+    one line what failed: error class, HTTP status, model, provider's message."""
     import litellm
 
     status = getattr(exc, "status_code", None)
-    retry_after = retry_after_seconds(exc)
-    text = f"{type(exc).__name__}: {exc}"
+    status = status if isinstance(status, int) else None
+
+    def error(name: str, transient: bool) -> ModelCallError:
+        where = (f" (HTTP {status})" if status else "") + (f" calling {model}" if model else "")
+        return ModelCallError(
+            f"{name}{where}: {exc}",
+            error_class=name,
+            transient=transient,
+            status_code=status,
+            retry_after_s=retry_after_seconds(exc) if transient else None,
+        )
+
     for name in _DETERMINISTIC:
         cls = getattr(litellm, name, None)
         if cls is not None and isinstance(exc, cls):
-            return ModelCallError(text, error_class=name, transient=False, status_code=status)
+            return error(name, transient=False)
     for name in _TRANSIENT:
         cls = getattr(litellm, name, None)
         if cls is not None and isinstance(exc, cls):
             if name == "InternalServerError" and "Connection error" in str(exc):
                 # litellm reports a dropped or refused connection as a 500 without headers.
                 name = "APIConnectionError"
-            return ModelCallError(
-                text, error_class=name, transient=True, status_code=status, retry_after_s=retry_after
-            )
-    if isinstance(status, int):
-        transient = status in (408, 409, 425, 429) or status >= 500
-        return ModelCallError(
-            text, error_class=f"HTTP{status}", transient=transient, status_code=status,
-            retry_after_s=retry_after,
-        )
+            return error(name, transient=True)
+    if status is not None:
+        return error(f"HTTP{status}", transient=status in (408, 409, 425, 429) or status >= 500)
     if isinstance(exc, (TimeoutError, ConnectionError, OSError)):
-        return ModelCallError(text, error_class=type(exc).__name__, transient=True)
+        return error(type(exc).__name__, transient=True)
     # Unknown provider prefixes and other configuration mistakes raise plain exceptions
     # from litellm; retrying them cannot help.
-    return ModelCallError(text, error_class=type(exc).__name__, transient=False, status_code=status)
+    return error(type(exc).__name__, transient=False)
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:

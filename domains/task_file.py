@@ -1,0 +1,162 @@
+"""Custom task files: a tau2 domain's tools, policy and database with the user's own tasks.
+
+A task file is a JSON list of tasks in tau2's format (the shape of tau2's tasks.json).
+A run records such a domain by name as "airline@/absolute/path/tasks.json": the name is
+all that travels through Temporal, so any worker process, wherever it runs, resolves it
+through domains.registry.get_domain and loads the same file. The path is made absolute
+before it is recorded because workers need not share the CLI's working directory.
+
+Validation happens once per process, when the domain is first resolved; the CLI resolves
+it before starting anything, so a broken file is refused with a message that names the
+file, the task and the field, and no run is created.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+SEPARATOR = "@"
+
+
+class TaskFileError(ValueError):
+    """A task file that cannot be used; the message says where and why."""
+
+
+def custom_domain_name(domain: str, path: str | Path) -> str:
+    """The registry name of `domain` with the tasks of the file at `path`."""
+    return f"{domain}{SEPARATOR}{Path(path).expanduser().absolute()}"
+
+
+def split_domain_name(name: str) -> tuple[str, str | None]:
+    """("airline", "/path/tasks.json") for "airline@/path/tasks.json"; (name, None) for a
+    plain name. Domain names never contain the separator, so a path may."""
+    base, sep, path = name.partition(SEPARATOR)
+    return (base, path) if sep else (name, None)
+
+
+def read_task_list(path: str | Path) -> list[Any]:
+    """The file's JSON list of tasks, unvalidated. Cheap (no tau2), so a missing or
+    malformed file is refused before the domain's data loads."""
+    path = Path(path)
+    where = f"task file {path}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TaskFileError(f"{where} does not exist") from None
+    except IsADirectoryError:
+        raise TaskFileError(f"{where} is a directory, not a JSON file") from None
+    except UnicodeDecodeError as err:
+        raise TaskFileError(f"{where} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except OSError as err:
+        raise TaskFileError(f"cannot read {where}: {err.strerror or err}") from None
+
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise TaskFileError(
+            f"{where} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}"
+        ) from None
+    if not isinstance(raw, list):
+        raise TaskFileError(
+            f"{where} must hold a JSON list of tasks (the format of tau2's tasks.json), "
+            f"not a JSON {_json_type(raw)}"
+        )
+    if not raw:
+        raise TaskFileError(f"{where} holds an empty list: give at least one task")
+    return raw
+
+
+def validate_tasks(
+    path: str | Path,
+    raw: list[Any],
+    *,
+    domain: str,
+    agent_tools: set[str],
+    user_tools: set[str] | None,
+) -> list[Any]:
+    """`raw` (from read_task_list) as tau2 Task models, or TaskFileError.
+
+    Gold actions must name tools the domain has (the assistant's or, for actions the
+    user performs, the user's): a typo there would otherwise surface only as every
+    trial scoring 0.
+    """
+    from pydantic import ValidationError
+    from tau2.data_model.tasks import Task
+
+    where = f"task file {path}"
+    tasks: list[Any] = []
+    first_index: dict[str, int] = {}
+    for index, item in enumerate(raw):
+        label = _task_label(index, item)
+        if not isinstance(item, dict):
+            raise TaskFileError(
+                f"{where}: {label} must be a JSON object, not a JSON {_json_type(item)}"
+            )
+        try:
+            task = Task.model_validate(item)
+        except ValidationError as err:
+            raise TaskFileError(f"{where}: {label}: {_first_problem(err)}") from None
+        if task.id in first_index:
+            raise TaskFileError(
+                f"{where}: {label} repeats the id of the task at index "
+                f"{first_index[task.id]}; task ids must be unique"
+            )
+        first_index[task.id] = index
+        _check_gold_actions(where, label, task, domain, agent_tools, user_tools)
+        tasks.append(task)
+    return tasks
+
+
+def _check_gold_actions(
+    where: str,
+    label: str,
+    task: Any,
+    domain: str,
+    agent_tools: set[str],
+    user_tools: set[str] | None,
+) -> None:
+    actions = task.evaluation_criteria.actions if task.evaluation_criteria else None
+    for n, action in enumerate(actions or []):
+        field = f"evaluation_criteria.actions.{n}.name"
+        if action.requestor == "user":
+            if user_tools is None:
+                raise TaskFileError(
+                    f"{where}: {label}: {field}: the action {action.name!r} is the user's, "
+                    f"but the {domain} domain gives the user no tools"
+                )
+            known, whose = user_tools, "user"
+        else:
+            known, whose = agent_tools, "agent"
+        if action.name not in known:
+            raise TaskFileError(
+                f"{where}: {label}: {field}: the {domain} domain has no {whose} tool "
+                f"{action.name!r}; its {whose} tools are: {', '.join(sorted(known))}"
+            )
+
+
+def _task_label(index: int, item: Any) -> str:
+    task_id = item.get("id") if isinstance(item, dict) else None
+    if isinstance(task_id, str):
+        return f"the task at index {index} (id {task_id!r})"
+    return f"the task at index {index}"
+
+
+def _first_problem(err: Any) -> str:
+    """The first of pydantic's complaints as "field: message", with a count of the rest
+    (one fixed problem at a time is easier to act on than a wall of union branches)."""
+    problems = err.errors(include_url=False)
+    first = problems[0]
+    field = ".".join(str(part) for part in first["loc"]) or "(the task)"
+    message = f"{field}: {first['msg']}"
+    if len(problems) > 1:
+        message += f" (and {len(problems) - 1} more problem(s))"
+    return message
+
+
+def _json_type(value: Any) -> str:
+    return {
+        dict: "object", list: "list", str: "string", bool: "boolean",
+        int: "number", float: "number", type(None): "null",
+    }.get(type(value), type(value).__name__)
