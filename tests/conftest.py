@@ -9,6 +9,8 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
+from infra.store import Store
+from infra.temporal_server import connect
 from tests.fixtures_temporal import fresh_temporal_server, temporal_server  # noqa: F401
 
 # Server on which throwaway test databases are created; override for another PostgreSQL.
@@ -43,3 +45,22 @@ def db_url(request, tmp_path):
         finally:
             # FORCE: a store the test left open must not keep the database alive.
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+async def client(temporal_server):
+    return await connect(temporal_server.address)
+
+
+@pytest.fixture
+def store(db_url):
+    s = Store(db_url)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def sqlite_store(tmp_path):
+    s = Store(f"sqlite:///{tmp_path / 'results.db'}")
+    yield s
+    s.close()

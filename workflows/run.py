@@ -25,6 +25,7 @@ BATCH = 250  # task workflows per execution: ~8 history events each, far below t
 class RunRequest(BaseModel):
     config: RunConfig
     offset: int = 0  # units already handled by earlier executions (continue-as-new)
+    batch: int = BATCH
 
 
 def expand(config: RunConfig) -> list[TaskUnit]:
@@ -58,7 +59,7 @@ class RunWorkflow:
     async def run(self, req: RunRequest) -> RunSummary:
         config = req.config
         units = expand(config)
-        batch = units[req.offset : req.offset + BATCH]
+        batch = units[req.offset : req.offset + req.batch]
         # Concurrency counts conversations in flight; each task runs all its trials at once.
         window = max(1, config.concurrency // max(1, config.trials))
         pending: set = set()
@@ -71,8 +72,8 @@ class RunWorkflow:
         if pending:
             done, _ = await workflow.wait(pending)
             _raise_failures(done)
-        if req.offset + BATCH < len(units):
-            workflow.continue_as_new(RunRequest(config=config, offset=req.offset + BATCH))
+        if req.offset + req.batch < len(units):
+            workflow.continue_as_new(req.model_copy(update={"offset": req.offset + req.batch}))
         return await workflow.execute_activity_method(
             ResultActivities.summarize_run,
             config.run_id,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workflows import metrics
-from tests.workflows.conftest import config, run_to_end
+from tests.runs import config, run_to_end
 
 
 async def test_oracle_scores_every_trial(client, store):

@@ -13,7 +13,7 @@ from cli.launch import cancel_run, follow, start_run
 from domains.registry import get_domain
 from infra import scripted
 from tests.fault_server import FaultServer
-from tests.workflows.conftest import config, run_to_end, worker_for
+from tests.runs import config, run_to_end, worker_for
 from workflows.run import expand
 from workflows.specs import StepRef
 

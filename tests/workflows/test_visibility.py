@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.workflows.conftest import config, run_to_end
+from tests.runs import config, run_to_end
 
 
 async def _ids(client, query: str) -> set[str]:

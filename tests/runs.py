@@ -1,0 +1,35 @@
+"""Helpers for tests that run real workflows: a run configuration with test defaults, a
+worker on a task queue of the test's own, and running a run to its end."""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import asynccontextmanager
+
+from cli.launch import build_config, follow, start_run
+from infra.worker import build_worker
+from workflows.specs import RunSummary
+
+
+def config(**overrides):
+    args = dict(
+        run_id=f"t-{uuid.uuid4().hex[:8]}", domains=["airline"], task_ids=[],
+        agent_models=["scripted/oracle"], user_model="scripted/oracle", trials=1,
+        concurrency=16, agent_args=None, user_args=None, max_steps=100, max_errors=10,
+        max_attempts=8, limit=None,
+    )
+    args.update(overrides)
+    return build_config(**args)
+
+
+@asynccontextmanager
+async def worker_for(client, store):
+    queue = f"test-{uuid.uuid4().hex[:8]}"
+    async with build_worker(client, store, task_queue=queue):
+        yield queue
+
+
+async def run_to_end(client, store, cfg) -> RunSummary:
+    async with worker_for(client, store) as queue:
+        handle = await start_run(client, store, cfg, task_queue=queue)
+        return await follow(handle, store, cfg.run_id, lambda *a: None, poll_s=0.2)
