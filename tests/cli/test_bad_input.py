@@ -1,0 +1,290 @@
+"""Bad input through the real `passhat` command: every mistake gets one clear "error:" line
+on stderr, a non-zero exit, no traceback, and leaves no half-written run behind.
+
+Each row of CASES is a separate process, as a user would run it. Most spend their time
+importing litellm and tau2, so the selected rows are launched together on a thread pool
+(`outcomes`) and each test only waits for its own; running a subset with -k launches only
+that subset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from infra.store import Store
+from tests.fixtures_temporal import free_port
+
+TABLES = ("runs", "trials", "steps", "task_results")
+AGENTS = ("--agent-model", "scripted/oracle", "--user-model", "scripted/oracle")
+RUN = ("run", "--domain", "airline", *AGENTS)
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    args: tuple[str, ...]
+    error: str  # a fragment of the expected message
+    # Extra environment; "{home}", "{files}" and "{closed}" are filled in per case.
+    env: dict[str, str] = field(default_factory=dict)
+    code: int = 2
+    max_s: float | None = None  # how long the command may take, where that matters
+
+
+def run(*args: str, run_id: str, **kw) -> Case:  # noqa: ANN003
+    """A `passhat run` row; the run id lets the test check nothing was recorded for it."""
+    return Case(id=run_id, args=(*RUN, "--run-id", run_id, *args), **kw)
+
+
+CASES: list[Case] = [
+    # -- the command line itself ---------------------------------------------------------
+    Case("missing-domain", ("run", *AGENTS), "Missing option '--domain'"),
+    Case("missing-agent-model", ("run", "--domain", "airline", "--user-model", "scripted/oracle"),
+         "Missing option '--agent-model'"),
+    Case("missing-user-model", ("run", "--domain", "airline", "--agent-model", "scripted/oracle"),
+         "Missing option '--user-model'"),
+    run("--bogus", run_id="unknown-option", error="No such option: --bogus"),
+    Case("unknown-command", ("nosuchcommand",), "No such command 'nosuchcommand'"),
+    Case("tasks-without-domain", ("tasks",), "Missing argument 'domain'"),
+    # -- what to run -----------------------------------------------------------------------
+    Case("unknown-domain", ("run", "--domain", "nosuchdomain", *AGENTS, "--run-id", "unknown-domain"),
+         "Unknown domain 'nosuchdomain'; known domains: airline, retail, telecom, mock"),
+    run("--task", "9999", run_id="unknown-task",
+        error="unknown task id(s) for domain airline: 9999 (see `passhat tasks airline`)"),
+    run("--trials", "0", run_id="trials-zero", error="--trials must be at least 1, got 0"),
+    run("--trials", "-3", run_id="trials-negative", error="--trials must be at least 1, got -3"),
+    run("--trials", "two", run_id="trials-not-integer",
+        error="Invalid value for '--trials' / '-k'"),
+    run("--concurrency", "0", run_id="concurrency-zero", error="--concurrency must be at least 1, got 0"),
+    run("--max-steps", "0", run_id="max-steps-zero", error="--max-steps must be at least 1, got 0"),
+    run("--output", "xml", run_id="output-xml", error="--output must be 'table' or 'json', got 'xml'"),
+    # -- model arguments -------------------------------------------------------------------
+    run("--agent-args", "{temperature: 0}", run_id="agent-args-not-json",
+        error="--agent-args is not valid JSON (Expecting property name enclosed in double quotes at column 2)"),
+    run("--user-args", '{"temperature": 0', run_id="user-args-not-json",
+        error="--user-args is not valid JSON"),
+    run("--agent-args", "[0.5]", run_id="agent-args-list",
+        error="--agent-args must be a JSON object such as"),
+    run("--user-args", '"hot"', run_id="user-args-string",
+        error="--user-args must be a JSON object such as"),
+    Case("unknown-provider",
+         ("run", "--domain", "airline", "--agent-model", "nosuchprovider/x",
+          "--user-model", "scripted/oracle", "--run-id", "unknown-provider"),
+         "--agent-model: unknown model 'nosuchprovider/x'. Use a litellm model string with its provider"),
+    Case("unknown-user-provider",
+         ("run", "--domain", "airline", "--agent-model", "scripted/oracle",
+          "--user-model", "nosuchprovider/y", "--run-id", "unknown-user-provider"),
+         "--user-model: unknown model 'nosuchprovider/y'"),
+    Case("scripted-noisy-out-of-range",
+         ("run", "--domain", "airline", "--agent-model", "scripted/noisy-1.5",
+          "--user-model", "scripted/oracle", "--run-id", "scripted-noisy-out-of-range"),
+         "unknown scripted model 'scripted/noisy-1.5': use scripted/oracle or scripted/noisy-P with 0 <= P <= 1"),
+    Case("scripted-bogus",
+         ("run", "--domain", "airline", "--agent-model", "scripted/bogus",
+          "--user-model", "scripted/oracle", "--run-id", "scripted-bogus"),
+         "unknown scripted model 'scripted/bogus'"),
+    # -- run ids ---------------------------------------------------------------------------
+    Case("run-id-with-space", (*RUN, "--run-id", "my run!"),
+         "--run-id 'my run!' must be 1-100 letters, digits, '.', '_' or '-'"),
+    Case("run-id-path", (*RUN, "--run-id", "../escape"), "--run-id '../escape' must be"),
+    Case("run-id-too-long", (*RUN, "--run-id", "r" * 101), "must be 1-100 letters"),
+    # -- task files (their content is written by the `files` fixture) ----------------------
+    run("--task-file", "{files}/nope.json", run_id="task-file-missing",
+        error="task file {files}/nope.json does not exist"),
+    run("--task-file", "{files}", run_id="task-file-directory",
+        error="task file {files} is a directory, not a JSON file"),
+    run("--task-file", "{files}/broken.json", run_id="task-file-not-json",
+        error="task file {files}/broken.json is not valid JSON: Expecting ',' delimiter at line 3, column 1"),
+    run("--task-file", "{files}/object.json", run_id="task-file-not-list",
+        error="task file {files}/object.json must hold a JSON list of tasks (the format of tau2's tasks.json), not a JSON object"),
+    run("--task-file", "{files}/empty.json", run_id="task-file-empty",
+        error="task file {files}/empty.json holds an empty list: give at least one task"),
+    run("--task-file", "{files}/duplicate.json", run_id="task-file-duplicate-ids",
+        error="{files}/duplicate.json: the task at index 1 (id 't1') repeats the id of the task at index 0; task ids must be unique"),
+    run("--task-file", "{files}/invalid.json", run_id="task-file-invalid-task",
+        error="{files}/invalid.json: the task at index 1 (id 't2'): user_scenario: Field required"),
+    run("--task-file", "{files}/unknown-tool.json", run_id="task-file-unknown-tool",
+        error="{files}/unknown-tool.json: the task at index 0 (id 't1'): evaluation_criteria.actions.0.name: the airline domain has no agent tool 'fly_me_home'"),
+    run("--task-file", "{files}/good.json", "--task", "t9", run_id="task-file-unknown-task",
+        error="unknown task id(s) for domain airline@{files}/good.json: t9"),
+    Case("task-file-two-domains",
+         ("run", "--domain", "airline", "--domain", "retail", *AGENTS, "--task-file",
+          "{files}/good.json", "--run-id", "task-file-two-domains"),
+         "--task-file replaces the tasks of one domain: give exactly one plain --domain with it"),
+    Case("tasks-of-broken-file", ("tasks", "airline@{files}/duplicate.json"),
+         "repeats the id of the task at index 0"),
+    # -- where things live -----------------------------------------------------------------
+    run("--task", "0", run_id="temporal-unreachable", env={"TEMPORAL_ADDRESS": "127.0.0.1:{closed}"},
+        error="cannot connect to Temporal at 127.0.0.1:{closed}", max_s=60),
+    Case("worker-temporal-unreachable", ("worker",), "cannot connect to Temporal at 127.0.0.1:{closed}",
+         env={"TEMPORAL_ADDRESS": "127.0.0.1:{closed}"}, max_s=30),
+    run("--task", "0", run_id="home-under-a-file", env={"PASSHAT_HOME": "{files}/good.json/home"},
+        error="cannot open results store at sqlite:///{files}/good.json/home/results.db: [Errno 20] Not a directory"),
+    run("--task", "0", run_id="db-unreachable",
+        env={"PASSHAT_DB_URL": "postgresql+psycopg://postgres@127.0.0.1:1/x"},
+        error="cannot open results store at postgresql+psycopg://postgres@127.0.0.1:1/x: connection failed"),
+    Case("report-unknown-run", ("report", "no-such-run"), "no run 'no-such-run' in the results store"),
+    Case("status-unknown-run", ("status", "no-such-run"), "no run 'no-such-run' in the results store"),
+    Case("tasks-unknown-domain", ("tasks", "nosuchdomain"), "Unknown domain 'nosuchdomain'"),
+]
+
+# Hints every message of these kinds must carry, checked on top of the fragment.
+HINTS = {
+    "temporal-unreachable": "set TEMPORAL_ADDRESS to a reachable Temporal frontend",
+    "worker-temporal-unreachable": "set TEMPORAL_ADDRESS to a reachable Temporal frontend",
+    "home-under-a-file": "check PASSHAT_HOME / PASSHAT_DB_URL",
+    "db-unreachable": "check PASSHAT_HOME / PASSHAT_DB_URL",
+    "missing-domain": "see `python -m cli.main run --help`",
+}
+
+
+VALID_TASK = {
+    "id": "t1",
+    "user_scenario": {"instructions": {
+        "domain": "airline", "reason_for_call": "Cancel reservation EHGLP3.",
+        "known_info": "You are Emma Kim.", "task_instructions": "Insist politely."}},
+    "evaluation_criteria": {"actions": [{
+        "action_id": "a1", "name": "get_user_details", "arguments": {"user_id": "emma_kim_9957"}}]},
+}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> Path:
+    """One task file per way of being broken, plus a good one."""
+    d = tmp_path_factory.mktemp("task-files")
+    t2 = {**VALID_TASK, "id": "t2"}
+    bad_action = {**VALID_TASK["evaluation_criteria"]["actions"][0], "name": "fly_me_home"}
+    contents = {
+        "good.json": [VALID_TASK],
+        "broken.json": '[\n  {"id": "t1"}\n',
+        "object.json": {"tasks": [VALID_TASK]},
+        "empty.json": [],
+        "duplicate.json": [VALID_TASK, VALID_TASK],
+        "invalid.json": [VALID_TASK, {k: v for k, v in t2.items() if k != "user_scenario"}],
+        "unknown-tool.json": [{**VALID_TASK, "evaluation_criteria": {"actions": [bad_action]}}],
+    }
+    for name, content in contents.items():
+        (d / name).write_text(content if isinstance(content, str) else json.dumps(content))
+    return d
+
+
+@dataclass
+class Outcome:
+    result: subprocess.CompletedProcess
+    seconds: float
+    home: Path
+    fill: dict[str, str]
+
+
+def _fill(template: str, fill: dict[str, str]) -> str:
+    # Not str.format: arguments such as '{"temperature": 0' contain braces of their own.
+    for key, value in fill.items():
+        template = template.replace(f"{{{key}}}", value)
+    return template
+
+
+def _launch(case: Case, base: Path, files: Path, temporal_address: str, closed: int) -> Outcome:
+    home = base / case.id / "home"
+    fill = {"home": str(home), "files": str(files), "closed": str(closed)}
+    env = {**os.environ, "PASSHAT_HOME": str(home), "TEMPORAL_ADDRESS": temporal_address,
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env.pop("PASSHAT_DB_URL", None)
+    env.update({k: _fill(v, fill) for k, v in case.env.items()})
+    start = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "cli.main", *(_fill(a, fill) for a in case.args)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+    return Outcome(result, time.monotonic() - start, home, fill)
+
+
+@pytest.fixture(scope="module")
+def outcomes(request, tmp_path_factory, files, temporal_server) -> dict[str, Future]:
+    """Start every selected case at once; each test waits for its own."""
+    selected = [
+        item.callspec.params["case"] for item in request.session.items
+        if getattr(item, "originalname", None) == "test_bad_input_is_refused_cleanly"
+    ]
+    base = tmp_path_factory.mktemp("bad-input")
+    closed = free_port()  # nothing listens there
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        yield {c.id: pool.submit(_launch, c, base, files, temporal_server.address, closed)
+               for c in selected}
+
+
+def assert_clean_refusal(out: Outcome, fragment: str, code: int = 2) -> None:
+    """The command failed with one "error:" line containing `fragment`, no traceback."""
+    stderr = out.result.stderr
+    assert out.result.returncode == code, stderr
+    assert "Traceback" not in stderr, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    assert fragment in lines[0], stderr
+
+
+def rows(store: Store) -> dict[str, list]:
+    with store.engine.connect() as conn:
+        return {t: [tuple(r) for r in conn.execute(text(f"SELECT * FROM {t} ORDER BY 1"))]
+                for t in TABLES}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_is_refused_cleanly(case: Case, outcomes):
+    out = outcomes[case.id].result()
+    assert_clean_refusal(out, _fill(case.error, out.fill), case.code)
+    if case.id in HINTS:
+        assert HINTS[case.id] in out.result.stderr
+    if case.max_s is not None:
+        assert out.seconds < case.max_s
+    # Nothing half-written: each case has its own home, so its store must hold no rows
+    # at all (and in particular none for the run id it tried).
+    db = out.home / "results.db"
+    if db.exists():
+        store = Store(f"sqlite:///{db}")
+        try:
+            assert store.get_run(case.id) is None
+            assert all(r == [] for r in rows(store).values()), rows(store)
+        finally:
+            store.close()
+    assert (Path(out.fill["files"]) / "good.json").is_file()  # PASSHAT_HOME under it did not harm it
+
+
+def test_cases_are_many_and_distinct():
+    assert len(CASES) >= 30 and len({c.id for c in CASES}) == len(CASES)
+
+
+def test_reusing_a_run_id_with_another_configuration_is_refused(temporal_server, tmp_path):
+    home = tmp_path / "home"
+    env = {**os.environ, "PASSHAT_HOME": str(home), "TEMPORAL_ADDRESS": temporal_server.address,
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env.pop("PASSHAT_DB_URL", None)
+
+    def passhat(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "cli.main", *args],
+                              capture_output=True, text=True, timeout=300, env=env)
+
+    first = passhat(*RUN, "--task", "5", "--trials", "1", "--run-id", "reused", "--output", "json")
+    assert first.returncode == 0, first.stderr
+    store = Store(f"sqlite:///{home / 'results.db'}")
+    try:
+        before = rows(store)
+        assert len(before["runs"]) == 1 and len(before["trials"]) == 1 and before["steps"]
+
+        second = passhat(*RUN, "--task", "5", "--trials", "2", "--run-id", "reused")
+        assert_clean_refusal(
+            Outcome(second, 0.0, home, {}),
+            "run 'reused' already exists with a different configuration; "
+            "resume it with the same settings, or use a new --run-id",
+        )
+        assert rows(store) == before  # the original run is untouched
+    finally:
+        store.close()
