@@ -73,6 +73,7 @@ def build_config(
     max_steps: int,
     max_errors: int,
     max_attempts: int,
+    model_timeout: float = 300.0,
     limit: int | None = None,
     task_file: str | None = None,
 ) -> RunConfig:
@@ -99,7 +100,7 @@ def build_config(
         raise UserInputError("give at least one --agent-model")
     for name, value, low in (("--trials", trials, 1), ("--concurrency", concurrency, 1),
                              ("--max-steps", max_steps, 1), ("--max-errors", max_errors, 1),
-                             ("--max-attempts", max_attempts, 1)):
+                             ("--max-attempts", max_attempts, 1), ("--model-timeout", model_timeout, 1)):
         if value < low:
             raise UserInputError(f"{name} must be at least {low}, got {value}")
     if run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", run_id):
@@ -144,7 +145,7 @@ def build_config(
         user_args=parsed_user_args,
         max_steps=max_steps,
         max_errors=max_errors,
-        retry={"max_attempts": max_attempts},
+        retry={"max_attempts": max_attempts, "model_call_timeout_s": model_timeout},
     )
 
 

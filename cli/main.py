@@ -98,6 +98,7 @@ def run(
     max_steps: int = typer.Option(100, help="tau2's max steps per conversation."),
     max_errors: int = typer.Option(10, help="tau2's max tool errors per conversation."),
     max_attempts: int = typer.Option(8, help="Attempts per model call on transient provider errors (rate limits, 5xx, timeouts)."),
+    model_timeout: float = typer.Option(300.0, help="Seconds one model call may take before it is retried as a timeout."),
     detach: bool = typer.Option(False, "--detach", help="Start the run and return; a `passhat worker` must be running."),
     output: str = typer.Option("table", "--output", "-o", help="table or json (json prints exactly one JSON object)."),
 ) -> None:
@@ -106,7 +107,7 @@ def run(
         domains=domain, task_ids=task, agent_models=agent_model, user_model=user_model,
         trials=trials, concurrency=concurrency, run_id=run_id, agent_args=agent_args,
         user_args=user_args, max_steps=max_steps, max_errors=max_errors,
-        max_attempts=max_attempts, detach=detach, output=output, limit=None,
+        max_attempts=max_attempts, model_timeout=model_timeout, detach=detach, output=output, limit=None,
         task_file=task_file,
     ))
 

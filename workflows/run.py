@@ -77,7 +77,7 @@ class RunWorkflow:
         return await workflow.execute_activity_method(
             ResultActivities.summarize_run,
             config.run_id,
-            start_to_close_timeout=timedelta(minutes=5),
+            start_to_close_timeout=timedelta(seconds=60),
             retry_policy=RetryPolicy(maximum_attempts=10),
         )
 

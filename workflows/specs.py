@@ -31,7 +31,9 @@ class RetryConfig(BaseModel):
     backoff: float = 2.0
     max_interval_s: float = 60.0
     model_call_timeout_s: float = 300.0
-    heartbeat_timeout_s: float = 30.0
+    # A model call heartbeats every third of this: a killed worker's call is retried
+    # elsewhere after at most this long.
+    heartbeat_timeout_s: float = 10.0
 
 
 class RunConfig(BaseModel):

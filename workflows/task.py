@@ -67,7 +67,7 @@ class TaskWorkflow:
         await workflow.execute_activity_method(
             ResultActivities.record_task,
             outcome,
-            start_to_close_timeout=timedelta(minutes=2),
+            start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RetryPolicy(maximum_attempts=10),
         )
         return outcome

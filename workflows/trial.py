@@ -19,10 +19,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows import metrics
     from workflows.specs import StepRef, StepResult, TrialOutcome, TrialSpec
 
-# Bookkeeping activities touch only the store and the domain: a few quick retries, then
-# the trial is recorded as not evaluable rather than retried forever.
+# Bookkeeping activities touch only the store and the domain and take well under a
+# second: a short timeout is how Temporal notices that the worker running one died (they
+# do not heartbeat). A few quick retries, then the trial is recorded as not evaluable
+# rather than retried forever.
 _BOOKKEEPING = dict(
-    start_to_close_timeout=timedelta(minutes=5),
+    start_to_close_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=10)),
 )
 
