@@ -1,0 +1,177 @@
+"""The workflows replay their recorded histories deterministically.
+
+Temporal resumes a workflow on any worker by replaying its history against the current
+code; code that would make different decisions for the same history cannot resume the
+runs that were in flight when it was deployed. Two guards:
+
+  * histories recorded now, from a small real run, replay against the code that made them;
+  * histories recorded earlier and committed under tests/durability/histories/ replay
+    against the current code, so a change that breaks determinism fails here first.
+
+The recorded run covers every path of the workflows: oracle trials with tool calls (one
+retried after a 429), a noisy agent that fails, an agent model the provider does not
+know (the trial is recorded as not evaluable), the task workflows and the run workflow.
+
+After an intended, incompatible change to a workflow (one that needs a new workflow
+type or versioning for the runs in flight), record the files again:
+
+    PASSHAT_RECORD_HISTORIES=1 pytest tests/durability/test_replay.py -k live
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
+
+from cli.launch import follow, start_run
+from infra.worker import WORKFLOWS
+from tests.durability.harness import workflow_ids
+from tests.fault_server import Fault
+from tests.scripted_http import expected_reward, http_args
+from tests.workflows.conftest import config, worker_for
+from workflows.run import RunWorkflow
+from workflows.specs import TrialOutcome, TrialSpec
+from workflows.task import TaskWorkflow
+from workflows.trial import TrialWorkflow
+
+HISTORIES = Path(__file__).parent / "histories"
+RUN_ID = "replay-fixture"
+
+
+def replayer(workflows=WORKFLOWS, **kwargs) -> Replayer:  # noqa: ANN001
+    return Replayer(workflows=list(workflows), data_converter=pydantic_data_converter, **kwargs)
+
+
+def workflow_type(history: WorkflowHistory) -> str:
+    return history.events[0].workflow_execution_started_event_attributes.workflow_type.name
+
+
+def committed() -> list[WorkflowHistory]:
+    return [
+        WorkflowHistory.from_json(path.stem, path.read_text())
+        for path in sorted(HISTORIES.glob("*.json"))
+    ]
+
+
+class OracleAgentRateLimitedOnce:
+    """Fault plan: the first call of the oracle agent gets a 429 (and is retried)."""
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def __call__(self, n: int, body: dict):  # noqa: ANN204
+        if not self.done and body.get("model") == "oracle" and body.get("tools"):
+            self.done = True
+            return Fault("429", retry_after=0.2)
+        return None
+
+
+async def record_run(client, store, srv, responder) -> dict[str, WorkflowHistory]:  # noqa: ANN001
+    args = json.dumps(http_args(srv.url))
+    cfg = config(
+        run_id=RUN_ID, task_ids=["1"], trials=2, concurrency=6, user_model="openai/oracle",
+        agent_models=["openai/oracle", "openai/noisy-0.5", "openai/bad-model"],
+        agent_args=args, user_args=args,
+    )
+    cfg.retry.initial_interval_s = 0.1
+    responder.expect_run(cfg)
+    srv.set_faults(OracleAgentRateLimitedOnce())
+    async with worker_for(client, store) as queue:
+        handle = await start_run(client, store, cfg, task_queue=queue)
+        await follow(handle, store, cfg.run_id, lambda *a: None, poll_s=0.2)
+    histories = {}
+    for _, wf_id in workflow_ids(cfg):
+        histories[wf_id] = await client.get_workflow_handle(wf_id).fetch_history()
+    return histories
+
+
+def pick_committed(histories: dict[str, WorkflowHistory], store) -> dict[str, WorkflowHistory]:  # noqa: ANN001
+    """One history of each kind, named by what it shows."""
+    trials = {t.trial_id: t for t in store.trials(RUN_ID)}
+
+    def retried(h: WorkflowHistory) -> bool:
+        return any(
+            e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+            and e.activity_task_started_event_attributes.attempt > 1
+            for e in h.events
+        )
+
+    def first(pred) -> WorkflowHistory:  # noqa: ANN001
+        return next(h for wf_id, h in sorted(histories.items()) if pred(wf_id, h))
+
+    return {
+        "run": histories[RUN_ID],
+        "task-oracle": histories[f"{RUN_ID}/openai/oracle/airline/1"],
+        "trial-oracle-retried": first(lambda i, h: "/openai/oracle/" in i and i in trials and retried(h)),
+        "trial-noisy-failure": first(lambda i, h: i in trials and trials[i].reward == 0.0),
+        "trial-not-evaluable": first(lambda i, h: i in trials and trials[i].status == "not_evaluable"),
+    }
+
+
+async def test_live_histories_replay(client, sqlite_store, model_server, responder):
+    """Every workflow of a real run replays against the code that ran it."""
+    histories = await record_run(client, sqlite_store, model_server, responder)
+    trials = {t.trial_id: t for t in sqlite_store.trials(RUN_ID)}
+    # The run exercised each path the committed files are meant to cover.
+    assert {t.status for t in trials.values()} == {"scored", "not_evaluable"}
+    assert {t.reward for t in trials.values() if t.status == "scored"} == {0.0, 1.0}
+    assert sum(expected_reward(t.agent_model, t.seed) == 0.0 for t in trials.values() if "noisy" in t.agent_model) >= 1
+    assert {workflow_type(h) for h in histories.values()} == {"RunWorkflow", "TaskWorkflow", "TrialWorkflow"}
+
+    async def each():
+        for history in histories.values():
+            yield history
+
+    result = await replayer().replay_workflows(each(), raise_on_replay_failure=False)
+    assert len(histories) == 1 + 3 + 6 and result.replay_failures == {}
+
+    chosen = pick_committed(histories, sqlite_store)
+    if os.environ.get("PASSHAT_RECORD_HISTORIES") == "1":
+        HISTORIES.mkdir(exist_ok=True)
+        for old in HISTORIES.glob("*.json"):
+            old.unlink()
+        for name, history in chosen.items():
+            (HISTORIES / f"{name}.json").write_text(history.to_json())
+
+
+def test_committed_histories_cover_every_workflow():
+    histories = committed()
+    assert {workflow_type(h) for h in histories} == {w.__name__ for w in (RunWorkflow, TaskWorkflow, TrialWorkflow)}
+    names = {h.workflow_id for h in histories}
+    assert {"run", "task-oracle", "trial-oracle-retried", "trial-noisy-failure", "trial-not-evaluable"} <= names
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in HISTORIES.glob("*.json")))
+async def test_committed_history_replays_on_current_code(name):
+    history = WorkflowHistory.from_json(name, (HISTORIES / f"{name}.json").read_text())
+    await replayer().replay_workflow(history)  # raises on any nondeterminism
+
+
+# A TrialWorkflow that decides differently: it scores before it opens the trial.
+@workflow.defn(name="TrialWorkflow")
+class ChangedTrialWorkflow:
+    @workflow.run
+    async def run(self, spec: TrialSpec) -> TrialOutcome:
+        return await workflow.execute_activity(
+            "score_trial", spec, start_to_close_timeout=timedelta(minutes=1),
+            result_type=TrialOutcome,
+        )
+
+
+async def test_replay_catches_a_nondeterministic_change():
+    """The guard has teeth: a changed workflow fails on the committed history."""
+    history = WorkflowHistory.from_json("t", (HISTORIES / "trial-oracle-retried.json").read_text())
+    result = await replayer(
+        [ChangedTrialWorkflow], workflow_runner=UnsandboxedWorkflowRunner()
+    ).replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is not None
+    assert "nondetermin" in repr(result.replay_failure).lower()

@@ -1,0 +1,272 @@
+"""passhat's scripted models served over real HTTP, as a responder for tests.fault_server.
+
+    responder = ScriptedResponder(["airline"], latency=0.2)
+    with FaultServer(responder=responder) as srv:
+        passhat run --agent-model openai/oracle --user-model openai/oracle \\
+            --agent-args '{"api_base": "<srv.url>/v1", "api_key": "x"}' ...
+
+so trials travel litellm's real `openai/...` path (HTTP, the OpenAI client, its errors)
+while the answers are exactly those of `scripted/oracle` and `scripted/noisy-P`.
+
+A model call over HTTP carries none of passhat's metadata, so the responder works out
+from the request itself which task it plays and on which side:
+
+  * role: the user simulator when the system prompt is tau2's user prompt (it holds a
+    `<scenario>` block), the agent otherwise;
+  * domain and task: for the user, the task whose `user_scenario` appears in that system
+    prompt; for the agent, the domain whose agent system prompt it is and the task whose
+    opening request (what `infra.scripted.user_turn` says first) is the first user-role
+    message. When several tasks match (some share a scenario or an opening), the answer
+    is used if every candidate gives the same one; otherwise the request's `seed` decides
+    when the run was registered with `expect_run()` (seeds are per trial, see
+    workflows.specs.trial_seed), and the request fails with an explanation if not.
+
+The answers come from infra.scripted.agent_turn / user_turn; the model name (`oracle`,
+`noisy-P`) and the request's `seed` decide whether a noisy agent succeeds, with the same
+seeded draw infra.scripted uses, so a trial answers the same over HTTP as in process.
+
+`latency` delays each answer on the server's event loop (other requests proceed).
+`freeze()` makes answers wait at a gate (after their latency) until `thaw()`: tests use
+it to hold every model call of a run in flight before killing something, and `held` says
+how many are waiting. Requests are never held longer than `max_hold_s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+from collections import Counter
+from typing import Any, Iterable
+
+from domains.base import TaskInfo
+from domains.registry import get_domain
+from infra import scripted
+
+SCENARIO_TAG = "<scenario>"
+
+
+class ScriptedHTTPError(ValueError):
+    """The request cannot be mapped to exactly one task (answered as a 500 by the server)."""
+
+
+def opening_request(task: TaskInfo) -> str:
+    """What the scripted user says first: exactly infra.scripted.user_turn's opening."""
+    return scripted.user_turn(task, [])["content"]
+
+
+def success_probability(model: str) -> float:
+    """`oracle` -> 1.0, `noisy-P` -> P; an `openai/` (or any) provider prefix is ignored."""
+    return scripted.parse_name(model.rsplit("/", 1)[-1])
+
+
+def noisy_succeeds(model: str, seed: int | None) -> bool:
+    """Whether a scripted agent of this model name succeeds on the trial with this seed.
+    The same seeded draw as infra.scripted (one draw per trial seed)."""
+    p = success_probability(model)
+    return random.Random(seed).random() < p if p < 1.0 else True
+
+
+def expected_reward(model: str, seed: int | None) -> float:
+    """The reward a scripted agent earns on a task the oracle solves: 1.0 when the seeded
+    draw succeeds, 0.0 when it fails (its empty first answer ends the trial as an
+    agent error)."""
+    return 1.0 if noisy_succeeds(model, seed) else 0.0
+
+
+def request_key(body: dict) -> str:
+    """Identity of one model call: the same (trial, step) always sends the same model,
+    seed and messages, and different ones never do. Two served requests with one key are
+    one model call executed twice."""
+    return json.dumps(
+        [body.get("model"), body.get("seed"), body.get("messages")], sort_keys=True
+    )
+
+
+class _DomainIndex:
+    """One domain's tasks, indexed by what a request can show of them."""
+
+    def __init__(self, name: str):
+        domain = get_domain(name)
+        self.name = name
+        self.agent_prompt = domain.agent_system_prompt()
+        self.tasks: dict[str, TaskInfo] = {t: domain.task(t) for t in domain.task_ids()}
+        self.by_scenario: dict[str, list[str]] = {}
+        self.by_opening: dict[str, list[str]] = {}
+        for task_id, task in self.tasks.items():
+            self.by_scenario.setdefault(task.user_scenario, []).append(task_id)
+            self.by_opening.setdefault(opening_request(task), []).append(task_id)
+
+    def scenario_matches(self, system_prompt: str) -> list[str]:
+        # The user prompt embeds the scenario text verbatim; most prompts contain exactly
+        # one, but a scenario may be a prefix of another, so keep the longest matches.
+        found = [s for s in self.by_scenario if s and s in system_prompt]
+        if not found:
+            return []
+        longest = max(len(s) for s in found)
+        return [t for s in found if len(s) == longest for t in self.by_scenario[s]]
+
+
+class ScriptedResponder:
+    """A FaultServer responder that plays scripted/oracle and scripted/noisy-P."""
+
+    def __init__(
+        self,
+        domains: Iterable[str] = ("airline",),
+        *,
+        latency: float = 0.0,
+        max_hold_s: float = 300.0,
+    ):
+        # Built here, once per domain: the responder runs on the server's event loop,
+        # where loading tau2 data would stall every request.
+        self.indexes = [_DomainIndex(d) for d in domains]
+        self.latency = latency
+        self.max_hold_s = max_hold_s
+        self._seeds: dict[int, tuple[str, str]] = {}
+        self._lock = threading.Lock()
+        self._open = True
+        self._held: Counter[str] = Counter()  # request_key -> how many copies are held
+        self._gate: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ---- disambiguation by seed
+
+    def expect_run(self, config: Any) -> None:
+        """Register a run (a workflows.specs.RunConfig) so that requests for tasks that
+        look alike can be told apart by their trial seed."""
+        from workflows.run import expand
+
+        for unit in expand(config):
+            for i in range(unit.trials):
+                self._seeds[unit.trial(i).seed] = (unit.domain, unit.task_id)
+
+    # ---- the gate
+
+    @property
+    def held(self) -> int:
+        """Requests waiting at the gate right now."""
+        with self._lock:
+            return sum(self._held.values())
+
+    def held_keys(self) -> set[str]:
+        """request_key() of every request waiting at the gate right now."""
+        with self._lock:
+            return set(self._held)
+
+    def freeze(self) -> None:
+        """From now on answers wait at the gate (after their latency) until thaw()."""
+        with self._lock:
+            self._open = False
+            loop, gate = self._loop, self._gate
+        if loop is not None and gate is not None:
+            loop.call_soon_threadsafe(gate.clear)
+
+    def thaw(self) -> None:
+        """Release every held answer, and stop holding new ones."""
+        with self._lock:
+            self._open = True
+            loop, gate = self._loop, self._gate
+        if loop is not None and gate is not None:
+            loop.call_soon_threadsafe(gate.set)
+
+    async def _pass_gate(self, key: str) -> None:
+        with self._lock:
+            if self._gate is None:
+                self._loop = asyncio.get_running_loop()
+                self._gate = asyncio.Event()
+            # We run on the gate's loop here, so its state can follow _open directly.
+            (self._gate.set if self._open else self._gate.clear)()
+            if self._open:
+                return
+            self._held[key] += 1
+            gate = self._gate
+        try:
+            await asyncio.wait_for(gate.wait(), self.max_hold_s)
+        except asyncio.TimeoutError:
+            pass  # bounded: never hold a request forever, whatever the test does
+        finally:
+            with self._lock:
+                self._held[key] -= 1
+                if not self._held[key]:
+                    del self._held[key]
+
+    # ---- answering
+
+    async def __call__(self, body: dict) -> dict:
+        if self.latency > 0:
+            await asyncio.sleep(self.latency)
+        await self._pass_gate(request_key(body))
+        return self.answer(body)
+
+    def answer(self, body: dict) -> dict:
+        """The scripted model's reply to one chat-completions request (sync, no delay)."""
+        messages = list(body.get("messages") or [])
+        system = ""
+        if messages and messages[0].get("role") == "system":
+            system = _text(messages[0].get("content"))
+            messages = messages[1:]
+        model = str(body.get("model", ""))
+        seed = body.get("seed")
+        if SCENARIO_TAG in system:
+            return self._unique(
+                self._user_candidates(system), seed,
+                lambda task: scripted.user_turn(task, messages),
+            )
+        if not noisy_succeeds(model, seed):
+            return {"role": "assistant", "content": ""}
+        return self._unique(
+            self._agent_candidates(system, messages), seed,
+            lambda task: scripted.agent_turn(task, messages),
+        )
+
+    def _user_candidates(self, system: str) -> list[tuple[_DomainIndex, TaskInfo]]:
+        out = [(i, i.tasks[t]) for i in self.indexes for t in i.scenario_matches(system)]
+        if not out:
+            raise ScriptedHTTPError(
+                "user-simulator request whose scenario matches no task of "
+                f"{[i.name for i in self.indexes]}"
+            )
+        return out
+
+    def _agent_candidates(self, system: str, messages: list[dict]) -> list[tuple[_DomainIndex, TaskInfo]]:
+        indexes = [i for i in self.indexes if i.agent_prompt == system]
+        if not indexes:
+            raise ScriptedHTTPError(
+                f"agent request whose system prompt is none of {[i.name for i in self.indexes]}'s"
+            )
+        first_user = next((_text(m.get("content")) for m in messages if m.get("role") == "user"), None)
+        if first_user is None:
+            raise ScriptedHTTPError("agent request without a user message: cannot tell the task")
+        out = [(i, i.tasks[t]) for i in indexes for t in i.by_opening.get(first_user, [])]
+        if not out:
+            raise ScriptedHTTPError(f"agent request whose opening matches no task: {first_user[:80]!r}")
+        return out
+
+    def _unique(self, candidates, seed, reply) -> dict:  # noqa: ANN001
+        answers = [reply(task) for _, task in candidates]
+        if all(a == answers[0] for a in answers):
+            return answers[0]
+        by_seed = self._seeds.get(seed)
+        for (index, task), answer in zip(candidates, answers):
+            if (index.name, task.id) == by_seed:
+                return answer
+        names = [f"{i.name}/{t.id}" for i, t in candidates]
+        raise ScriptedHTTPError(
+            f"request matches tasks {names} that answer differently; register the run "
+            "with expect_run() so the seed can tell them apart"
+        )
+
+
+def _text(content: Any) -> str:
+    """Message content as text (OpenAI allows a list of text parts)."""
+    if content is None:
+        return ""
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content)
+
+
+def http_args(server_url: str, **extra: Any) -> dict[str, Any]:
+    """--agent-args / --user-args that send a model's calls to the fault server."""
+    return {"api_base": server_url.rstrip("/") + "/v1", "api_key": "x", **extra}
