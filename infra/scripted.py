@@ -151,9 +151,11 @@ def agent_turn(task: TaskInfo, messages: list[dict]) -> dict:
 
 def user_turn(task: TaskInfo, messages: list[dict]) -> dict:
     own_turns = [m for m in messages if m.get("role") == "assistant"]
-    if not own_turns:
-        parts = [task.reason_for_call, task.known_info]
-        request = "\n".join(p for p in parts if p) or task.user_scenario
+    parts = [task.reason_for_call, task.known_info]
+    request = "\n".join(p for p in parts if p) or task.user_scenario
+    # State the request unless already done: a task's initial conversation may contain
+    # earlier user turns, which are not this request.
+    if not any(m.get("content") == request for m in own_turns):
         return {"role": "assistant", "content": request}
     last = messages[-1]
     if last.get("role") == "tool":

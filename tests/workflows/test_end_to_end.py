@@ -54,3 +54,12 @@ async def test_same_run_id_attaches_without_new_model_calls(client, sqlite_store
     again = await run_to_end(client, store, cfg)
     assert again == first
     assert {t.trial_id: store.count_steps(t.trial_id) for t in store.trials(cfg.run_id)} == steps_before
+
+
+async def test_task_with_an_initial_conversation_continues_from_it(client, sqlite_store):
+    cfg = config(domains=["mock"], task_ids=["update_task_with_message_history"])
+    summary = await run_to_end(client, sqlite_store, cfg)
+    assert summary.results[0].avg_reward == 1.0
+    [trial] = sqlite_store.trials(cfg.run_id)
+    opening = sqlite_store.steps(trial.trial_id)[0].message_list()
+    assert len(opening) > 1 and opening[0].role == "user"  # step 0 is the task's history
