@@ -297,9 +297,7 @@ def status(run_id: str = typer.Argument(..., help="Run id.")) -> None:
     """Show a run's progress and the state of its workflow."""
 
     def body() -> None:
-        from cli.launch import workflow_status
         from infra.store import Store
-        from infra.temporal_server import connect
 
         store = Store()
         row = store.get_run(run_id)

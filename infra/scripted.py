@@ -75,6 +75,11 @@ def parse_name(name: str) -> float:
     )
 
 
+def agent_succeeds(success_p: float, seed: int | None) -> bool:
+    """The per-trial draw of scripted/noisy-P: the same seed always draws the same."""
+    return success_p >= 1.0 or random.Random(seed).random() < success_p
+
+
 def _answer(model: str, messages: list[dict], kwargs: dict) -> tuple[Any, float]:
     import litellm
 
@@ -91,8 +96,11 @@ def _answer(model: str, messages: list[dict], kwargs: dict) -> tuple[Any, float]
     if role == "user":
         message = user_turn(task, messages)
     else:
-        succeeds = random.Random(seed).random() < success_p if success_p < 1.0 else True
-        message = agent_turn(task, messages) if succeeds else {"role": "assistant", "content": ""}
+        message = (
+            agent_turn(task, messages)
+            if agent_succeeds(success_p, seed)
+            else {"role": "assistant", "content": ""}
+        )
     prompt_chars = sum(len(json.dumps(m.get("content") or "")) for m in messages)
     out_chars = len(json.dumps(message))
     response = litellm.ModelResponse(

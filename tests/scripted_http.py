@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import threading
 from collections import Counter
 from typing import Any, Iterable
@@ -64,8 +63,7 @@ def success_probability(model: str) -> float:
 def noisy_succeeds(model: str, seed: int | None) -> bool:
     """Whether a scripted agent of this model name succeeds on the trial with this seed.
     The same seeded draw as infra.scripted (one draw per trial seed)."""
-    p = success_probability(model)
-    return random.Random(seed).random() < p if p < 1.0 else True
+    return scripted.agent_succeeds(success_probability(model), seed)
 
 
 def expected_reward(model: str, seed: int | None) -> float:

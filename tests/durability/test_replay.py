@@ -37,7 +37,7 @@ from infra.worker import WORKFLOWS
 from tests.durability.harness import workflow_ids
 from tests.fault_server import Fault
 from tests.scripted_http import expected_reward, http_args
-from tests.workflows.conftest import config, worker_for
+from tests.runs import config, worker_for
 from workflows.run import RunWorkflow
 from workflows.specs import TrialOutcome, TrialSpec
 from workflows.task import TaskWorkflow

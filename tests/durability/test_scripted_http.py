@@ -15,7 +15,7 @@ from tests.scripted_http import (
     http_args,
     opening_request,
 )
-from tests.workflows.conftest import config, run_to_end
+from tests.runs import config, run_to_end
 from workflows.specs import AGENT_GREETING, trial_seed
 
 

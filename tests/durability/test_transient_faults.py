@@ -34,7 +34,7 @@ from tests.durability.harness import (
 )
 from tests.fault_server import Fault, RandomFaults
 from tests.scripted_http import http_args
-from tests.workflows.conftest import config, worker_for
+from tests.runs import config, worker_for
 
 FAULTS = RandomFaults(
     rate=0.25,
