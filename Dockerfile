@@ -12,15 +12,17 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     LITELLM_LOCAL_MODEL_COST_MAP=True
 
 # Only what `pip install .` needs: the project metadata (pyproject names README.md as the
-# long description) and the five top-level packages it lists. Copying them one by one
-# keeps the layer free of whatever else lies in the checkout.
+# long description) and the folders that pyproject maps into the `passhat` package.
+# Copying them one by one keeps the layer free of whatever else lies in the checkout.
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY passhat ./passhat
 COPY workflows ./workflows
 COPY activities ./activities
 COPY domains ./domains
 COPY infra ./infra
 COPY cli ./cli
+COPY testing ./testing
 # All dependencies ship manylinux wheels, so the slim image needs no compiler.
 RUN pip install . && cd / && rm -rf /src
 

@@ -17,18 +17,31 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from domains.base import Message
-from domains.registry import get_domain
-from infra import llm, tracing
-from infra.store import Store
-from workflows.specs import OUT_OF_SCOPE_TOKEN, STOP_TOKEN, TRANSFER_TOKEN, StepRef, StepResult
+from passhat.contracts import (
+    EMPTY_REPLY,
+    EMPTY_REPLY_RETRIES,
+    INVALID_TOOL_ARGUMENTS,
+    OUT_OF_SCOPE_TOKEN,
+    STOP_TOKEN,
+    TRANSFER_TOKEN,
+    Message,
+    StepRef,
+    StepResult,
+    TrialSpec,
+)
+from passhat.domains import scripted
+from passhat.domains.registry import get_domain
+from passhat.infra import llm, tracing
+from passhat.infra.store import Store
 
 T = TypeVar("T")
 
 
-def step_result(step: int, messages: list[Message]) -> StepResult:
+def step_result(step: int, messages: list[Message], failure: str | None = None) -> StepResult:
     """Summarise a recorded step for the workflow's state machine."""
     last = messages[-1]
+    if failure is not None:
+        return StepResult(step=step, role=last.role, failure=failure)
     if last.role == "tool":
         return StepResult(step=step, role="tool", tool_errors=sum(m.error for m in messages))
     is_call = last.is_tool_call()
@@ -37,12 +50,35 @@ def step_result(step: int, messages: list[Message]) -> StepResult:
         step=step,
         role=last.role,
         is_tool_call=is_call,
-        is_empty=not is_call and not last.has_text(),
         # Only the user ends a conversation (tau2: the agent's messages never stop it).
         is_stop=last.role == "user"
         and not is_call
         and any(t in text for t in (STOP_TOKEN, TRANSFER_TOKEN, OUT_OF_SCOPE_TOKEN)),
     )
+
+
+def recorded_result(row) -> StepResult:  # noqa: ANN001 - a StepRow
+    return step_result(row.step, row.message_list(), row.failure_class)
+
+
+def model_failure(message: Message, spec: TrialSpec) -> tuple[str, str] | None:
+    """(class, message) when the model's reply ends the conversation, as in tau2: still
+    empty after the retries, or tool arguments that are not a JSON object (unless the
+    run opted into lenient tool arguments)."""
+    side = "agent" if message.role == "assistant" else "user"
+    if message.is_empty():
+        return EMPTY_REPLY, (
+            f"{side} model replied with neither text nor tool calls, "
+            f"{1 + EMPTY_REPLY_RETRIES} times"
+        )
+    invalid = [c for c in message.tool_calls or [] if c.invalid_arguments is not None]
+    if invalid and not spec.lenient_tool_arguments:
+        call = invalid[0]
+        return INVALID_TOOL_ARGUMENTS, (
+            f"{side} model called {call.name or '(no name)'} with arguments that are not "
+            f"a JSON object: {call.invalid_arguments[:200]!r}"
+        )
+    return None
 
 
 def backoff_delay(attempt: int, ref: StepRef, retry_after_s: float | None) -> timedelta:
@@ -56,19 +92,28 @@ def backoff_delay(attempt: int, ref: StepRef, retry_after_s: float | None) -> ti
 
 
 async def _with_heartbeat(awaitable: Awaitable[T], every_s: float) -> T:
-    """Await a slow model call while telling Temporal the worker is alive, so a killed
-    worker's call is retried after the heartbeat timeout rather than the call timeout."""
+    """Await slow work (preparing a prompt, a model call) while telling Temporal the
+    worker is alive, so a killed worker's call is retried after the heartbeat timeout
+    rather than the call timeout. When the activity is cancelled, so is the work: an HTTP
+    call in flight is closed rather than left running (and billing)."""
+    activity.heartbeat()
     task = asyncio.ensure_future(awaitable)
-    while True:
-        done, _ = await asyncio.wait({task}, timeout=every_s)
-        if done:
-            return task.result()
-        activity.heartbeat()
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=every_s)
+            if done:
+                return task.result()
+            activity.heartbeat()
+    finally:
+        task.cancel()
 
 
 class ConversationActivities:
     def __init__(self, store: Store):
         self.store = store
+        # The offline models answer through litellm like any provider; they must be
+        # registered in every process that makes model calls.
+        scripted.register()
 
     @activity.defn
     async def agent_turn(self, ref: StepRef) -> StepResult:
@@ -83,7 +128,7 @@ class ConversationActivities:
         spec = ref.trial
         recorded = self.store.get_step(spec.trial_id, ref.step)
         if recorded is not None:
-            return step_result(ref.step, recorded.message_list())
+            return recorded_result(recorded)
         history = self.store.messages(spec.trial_id)
         pending = history[-1]
         if not pending.tool_calls:
@@ -96,15 +141,27 @@ class ConversationActivities:
             spec.task_id, history[:-1], pending.tool_calls, session=spec.trial_id
         )
         _tool_spans(ref, pending.tool_calls, answers, started, time.time_ns())
-        self.store.record_step(spec.trial_id, spec.run_id, ref.step, "tool", answers)
-        return step_result(ref.step, answers)
+        return self._record(ref, "tool", answers)
+
+    def _record(self, ref: StepRef, role: str, messages: list[Message], **details) -> StepResult:  # noqa: ANN003
+        """Write the step once. An attempt that loses the race to another attempt of the
+        same step (two workers, after a heartbeat timeout) returns what the winner
+        recorded, so the workflow's state always matches the stored conversation."""
+        spec = ref.trial
+        if self.store.record_step(spec.trial_id, spec.run_id, ref.step, role, messages, **details):
+            return step_result(ref.step, messages, details.get("failure_class"))
+        return recorded_result(self.store.get_step(spec.trial_id, ref.step))
 
     async def _model_turn(self, ref: StepRef, role: llm.Perspective) -> StepResult:
         spec = ref.trial
         recorded = await asyncio.to_thread(self.store.get_step, spec.trial_id, ref.step)
         if recorded is not None:
-            return step_result(ref.step, recorded.message_list())
-        history, system, tools = await asyncio.to_thread(self._prompt, ref, role)
+            return recorded_result(recorded)
+        # Loading a domain's data the first time takes seconds: heartbeat meanwhile.
+        history, system, tools = await _with_heartbeat(
+            asyncio.to_thread(self._prompt, ref, role),
+            every_s=max(1.0, spec.retry.heartbeat_timeout_s / 3),
+        )
         model = spec.agent_model if role == "assistant" else spec.user_model
         args = spec.agent_args if role == "assistant" else spec.user_args
         metadata = {
@@ -125,7 +182,7 @@ class ConversationActivities:
             "gen_ai.request.seed": spec.seed,
             "gen_ai.request.temperature": args.get("temperature"),
             **tracing.trial_attributes(ref.trial),
-                "passhat.step": ref.step,
+            "passhat.step": ref.step,
             "passhat.role": "agent" if role == "assistant" else "user",
         }
         try:
@@ -140,6 +197,7 @@ class ConversationActivities:
                         metadata=metadata,
                         seed=spec.seed,
                         timeout_s=spec.retry.model_call_timeout_s,
+                        empty_retries=EMPTY_REPLY_RETRIES,
                     ),
                     every_s=max(1.0, spec.retry.heartbeat_timeout_s / 3),
                 )
@@ -151,20 +209,25 @@ class ConversationActivities:
                     "passhat.cost_usd": reply.cost,
                 })
         except llm.ModelCallError as err:
-            raise ApplicationError(
-                str(err),
-                {"status_code": err.status_code, "retry_after_s": err.retry_after_s},
-                type=err.error_class,
-                non_retryable=not err.transient,
-                next_retry_delay=backoff_delay(activity.info().attempt, ref, err.retry_after_s)
-                if err.transient
-                else None,
-            ) from err
-        await asyncio.to_thread(
-            self.store.record_step,
-            spec.trial_id,
-            spec.run_id,
-            ref.step,
+            if not err.model_failure:  # the infrastructure's: retried, or not evaluable
+                raise ApplicationError(
+                    str(err),
+                    {"status_code": err.status_code, "retry_after_s": err.retry_after_s},
+                    type=err.error_class,
+                    non_retryable=not err.transient,
+                    next_retry_delay=backoff_delay(activity.info().attempt, ref, err.retry_after_s)
+                    if err.transient
+                    else None,
+                ) from None  # the provider's exception, unredacted, stays out of the failure
+            # The model's own failure: recorded as its step, and the conversation ends.
+            return await asyncio.to_thread(
+                self._record, ref, role, [Message(role=role)],
+                model=model, failure_class=err.error_class, failure=str(err),
+            )
+        failure_class, failure = model_failure(reply.message, spec) or (None, None)
+        return await asyncio.to_thread(
+            self._record,
+            ref,
             role,
             [reply.message],
             model=reply.model or model,
@@ -173,10 +236,9 @@ class ConversationActivities:
             cost=reply.cost,
             latency_s=reply.latency_s,
             finish_reason=reply.finish_reason,
+            failure_class=failure_class,
+            failure=failure,
         )
-        result = step_result(ref.step, [reply.message])
-        result.input_tokens, result.output_tokens = reply.input_tokens, reply.output_tokens
-        return result
 
     def _prompt(self, ref: StepRef, role: str) -> tuple[list[Message], str, list | None]:
         spec = ref.trial

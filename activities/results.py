@@ -2,31 +2,26 @@
 
 from __future__ import annotations
 
+from pydantic import BaseModel
 from temporalio import activity
 
-from domains.base import Message
-from domains.registry import get_domain
-from infra import tracing
-from infra.store import Store
-from workflows import metrics
-from workflows.specs import (
+from passhat import metrics
+from passhat.activities.conversation import recorded_result
+from passhat.contracts import (
     AGENT_GREETING,
-    ModelDomainSummary,
+    TRIAL_SCORED,
+    Message,
     RunSummary,
     StepResult,
     TaskOutcome,
     TrialOutcome,
     TrialSpec,
+    is_success,
+    outcome_label,
 )
-from activities.conversation import step_result
-from pydantic import BaseModel
-
-
-class TrialStart(BaseModel):
-    """Where a trial stands when its workflow (re)starts: finished, or the steps so far."""
-
-    outcome: TrialOutcome | None = None
-    steps: list[StepResult] = []
+from passhat.domains.registry import get_domain
+from passhat.infra import tracing
+from passhat.infra.store import Store
 
 
 class ScoreRequest(BaseModel):
@@ -46,10 +41,11 @@ def outcome_of(row) -> TrialOutcome:  # noqa: ANN001 - a TrialRow
         trial_id=row.trial_id,
         task_id=row.task_id,
         trial_index=row.trial_index,
-        evaluable=row.status == "scored",
+        evaluable=row.status == TRIAL_SCORED,
         reward=row.reward,
         termination_reason=row.termination_reason,
         error=row.error,
+        error_class=row.error_class,
     )
 
 
@@ -58,25 +54,38 @@ class ResultActivities:
         self.store = store
 
     @activity.defn
-    def begin_trial(self, spec: TrialSpec) -> TrialStart:
-        """Open the trial record (or reopen it on resume) and write step 0: the task's
-        initial conversation, or the agent's greeting."""
+    def open_trial(self, spec: TrialSpec) -> TrialOutcome | None:
+        """Open the trial record, or reopen it on resume. A trial that was scored by an
+        earlier execution is final: its outcome is returned and nothing runs again."""
         row = self.store.begin_trial(spec)
-        if row.status == "scored":
-            return TrialStart(outcome=outcome_of(row))
+        if row.status == TRIAL_SCORED:
+            return outcome_of(row)
         if tracing.enabled():
             self.store.set_trace_id(spec.trial_id, tracing.trace_id_hex(spec.trial_id))
+        return None
+
+    @activity.defn
+    def recorded_steps(self, spec: TrialSpec) -> list[StepResult]:
+        """The steps recorded so far, starting with step 0 (the task's initial
+        conversation, or the agent's greeting), which is written here the first time."""
         if self.store.get_step(spec.trial_id, 0) is None:
             task = get_domain(spec.domain).task(spec.task_id)
             opening = task.initial_messages or [Message(role="assistant", content=AGENT_GREETING)]
             self.store.record_step(spec.trial_id, spec.run_id, 0, opening[-1].role, opening)
-        steps = [step_result(s.step, s.message_list()) for s in self.store.steps(spec.trial_id)]
-        return TrialStart(steps=steps)
+        return [recorded_result(s) for s in self.store.steps(spec.trial_id)]
 
     @activity.defn
     def score_trial(self, req: ScoreRequest) -> TrialOutcome:
         spec = req.trial
-        messages = self.store.messages(spec.trial_id)
+        steps = self.store.steps(spec.trial_id)
+        messages = [m for step in steps for m in step.message_list()]
+        last = steps[-1]
+        # A conversation the model's own output ended (tau2's agent_error): say which.
+        failure = (
+            (last.failure_class, "agent" if last.role == "assistant" else "user", last.failure)
+            if last.failure_class
+            else None
+        )
         with tracing.span("passhat.score", spec.trial_id, tracing.trial_attributes(spec)) as span:
             score = get_domain(spec.domain).score(spec.task_id, messages, req.termination_reason)
             span.set_attributes({
@@ -87,12 +96,17 @@ class ResultActivities:
         self.store.finish_trial(
             spec.trial_id,
             reward=score.reward,
-            success=metrics.is_success(score.reward),
+            success=is_success(score.reward),
             reward_info={"breakdown": score.breakdown, **score.info},
             termination_reason=req.termination_reason,
             n_steps=req.n_steps,
+            model_failure=failure,
         )
         return self._closed(spec)
+
+    @activity.defn
+    def mark_cancelled(self, spec: TrialSpec) -> None:
+        self.store.mark_cancelled(spec.trial_id)
 
     @activity.defn
     def mark_not_evaluable(self, req: NotEvaluable) -> TrialOutcome:
@@ -108,8 +122,7 @@ class ResultActivities:
             row.started_at,
             {
                 **tracing.trial_attributes(spec),
-                "passhat.outcome": "not_evaluable" if not outcome.evaluable
-                else ("success" if row.success else "failure"),
+                "passhat.outcome": outcome_label(row.status, row.reward),
                 "passhat.reward": row.reward,
                 "passhat.termination_reason": row.termination_reason,
                 "passhat.error_class": row.error_class,
@@ -126,31 +139,11 @@ class ResultActivities:
 
     @activity.defn
     def summarize_run(self, run_id: str) -> RunSummary:
-        """Aggregate the recorded task results per (agent model, domain) and close the run."""
-        summary = summarize(self.store, run_id)
+        """pass^k per (agent model, domain), from the task results recorded so far."""
+        run = self.store.get_run(run_id)
+        departures = run.run_config().departures() if run is not None else []
+        return metrics.summarize(run_id, self.store.task_results(run_id), departures)
+
+    @activity.defn
+    def close_run(self, run_id: str) -> None:
         self.store.set_run_status(run_id, "completed")
-        return summary
-
-
-def summarize(store: Store, run_id: str) -> RunSummary:
-    """Per (agent model, user model, domain): pass^j averaged over tasks, from the store."""
-    groups: dict[tuple[str, str, str], list] = {}
-    for row in store.task_results(run_id):
-        groups.setdefault((row.agent_model, row.user_model, row.domain), []).append(row)
-    results = []
-    for (agent, user, domain), rows in sorted(groups.items()):
-        rewards = [r.avg_reward * r.evaluable for r in rows if r.avg_reward is not None]
-        evaluable = sum(r.evaluable for r in rows)
-        results.append(
-            ModelDomainSummary(
-                agent_model=agent,
-                user_model=user,
-                domain=domain,
-                tasks=len(rows),
-                trials=sum(r.trials for r in rows),
-                evaluable=evaluable,
-                avg_reward=sum(rewards) / evaluable if evaluable else None,
-                pass_hat_k=metrics.mean_over_tasks([r.pass_hat() for r in rows]),
-            )
-        )
-    return RunSummary(run_id=run_id, results=results)

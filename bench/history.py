@@ -9,19 +9,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import tempfile
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from cli.launch import build_config, follow, start_run  # noqa: E402
-from infra.store import Store  # noqa: E402
-from infra.temporal_server import EmbeddedServer, connect  # noqa: E402
-from infra.worker import build_worker  # noqa: E402
-from tests.fixtures_temporal import free_port  # noqa: E402
+from passhat.cli.launch import build_config, follow, start_run  # noqa: E402
+from passhat.infra.store import Store  # noqa: E402
+from passhat.infra.temporal_server import EmbeddedServer, connect  # noqa: E402
+from passhat.cli.worker import build_worker  # noqa: E402
+from passhat.testing.harness import free_port  # noqa: E402
 
 
 async def main(pairs: list[str]) -> None:

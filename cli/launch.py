@@ -1,5 +1,5 @@
 """Validating a run request, starting (or attaching to) its workflow, running the worker
-in-process, and following progress. The typer commands in cli.main stay thin."""
+in-process, and following progress. The typer commands in passhat.cli.main stay thin."""
 
 from __future__ import annotations
 
@@ -14,7 +14,16 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from workflows.specs import RunConfig, RunSummary, TASK_QUEUE, run_workflow_id
+from passhat.contracts import (
+    DEFAULT_MAX_ERRORS,
+    DEFAULT_MAX_STEPS,
+    DEFAULT_SEED,
+    DEFAULT_TEMPERATURE,
+    TASK_QUEUE,
+    RetryConfig,
+    RunConfig,
+    RunSummary,
+)
 
 
 class UserInputError(Exception):
@@ -33,10 +42,25 @@ def parse_json_object(text: str | None, option: str) -> dict[str, Any]:
     return value
 
 
+def refuse_secrets(args: dict[str, Any], option: str) -> None:
+    """Model arguments are stored with the run and are the input of every workflow the
+    Temporal UI shows: a key must stay in the workers' environment instead."""
+    from passhat.infra import secrets
+
+    fields = secrets.secret_fields(args)
+    if fields:
+        raise UserInputError(
+            f"{option}: {', '.join(fields)} would store a secret with the run (and show it in "
+            "the Temporal UI); put the key in an environment variable of the workers and "
+            f'pass {{"{secrets.API_KEY_ENV}": "VARIABLE_NAME"}} instead, or use the '
+            "provider's usual variable (e.g. OPENAI_API_KEY)"
+        )
+
+
 def check_model(model: str, option: str) -> None:
     """Refuse a model string litellm cannot route before anything is started."""
-    from infra import llm  # noqa: F401  (sets litellm's offline price list)
-    from infra import scripted
+    from passhat.infra import llm  # noqa: F401  (sets litellm's offline price list)
+    from passhat.domains import scripted
 
     if model.startswith(f"{scripted.PROVIDER}/"):
         try:
@@ -55,6 +79,16 @@ def check_model(model: str, option: str) -> None:
         )
 
 
+def parse_duration(value: str | float, option: str) -> float:
+    """Seconds from "900", "90s", "15m" or "2h"."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", value)
+    if not match:
+        raise UserInputError(f"{option} must be a duration such as 900, 90s, 15m or 2h, got '{value}'")
+    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
 def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("run-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
@@ -70,16 +104,19 @@ def build_config(
     concurrency: int,
     agent_args: str | None,
     user_args: str | None,
-    max_steps: int,
-    max_errors: int,
-    max_attempts: int,
-    model_timeout: float = 300.0,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    max_errors: int = DEFAULT_MAX_ERRORS,
+    max_attempts: int = RetryConfig.model_fields["max_attempts"].default,
+    model_timeout: float = RetryConfig.model_fields["model_call_timeout_s"].default,
+    retry_for: str | float = RetryConfig.model_fields["retry_for_s"].default,
     limit: int | None = None,
     task_file: str | None = None,
+    seed: int = DEFAULT_SEED,
+    lenient_tool_args: bool = False,
 ) -> RunConfig:
-    from domains.base import UnknownDomainError
-    from domains.registry import get_domain
-    from domains.task_file import TaskFileError, custom_domain_name, split_domain_name
+    from passhat.domains.base import UnknownDomainError
+    from passhat.domains.registry import get_domain
+    from passhat.domains.task_file import TaskFileError, custom_domain_name, split_domain_name
 
     if not domains:
         raise UserInputError("give at least one --domain (see `passhat domains`)")
@@ -98,9 +135,11 @@ def build_config(
     ]
     if not agent_models:
         raise UserInputError("give at least one --agent-model")
+    retry_for_s = parse_duration(retry_for, "--retry-for")
     for name, value, low in (("--trials", trials, 1), ("--concurrency", concurrency, 1),
                              ("--max-steps", max_steps, 1), ("--max-errors", max_errors, 1),
-                             ("--max-attempts", max_attempts, 1), ("--model-timeout", model_timeout, 1)):
+                             ("--max-attempts", max_attempts, 0), ("--model-timeout", model_timeout, 1),
+                             ("--retry-for", retry_for_s, 1)):
         if value < low:
             raise UserInputError(f"{name} must be at least {low}, got {value}")
     if run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", run_id):
@@ -110,6 +149,11 @@ def build_config(
     # Cheap checks first: loading a domain takes seconds.
     parsed_agent_args = parse_json_object(agent_args, "--agent-args")
     parsed_user_args = parse_json_object(user_args, "--user-args")
+    refuse_secrets(parsed_agent_args, "--agent-args")
+    refuse_secrets(parsed_user_args, "--user-args")
+    # tau2 run's default: both sides at temperature 0.0 unless told otherwise.
+    for parsed in (parsed_agent_args, parsed_user_args):
+        parsed.setdefault("temperature", DEFAULT_TEMPERATURE)
     for model in agent_models:
         check_model(model, "--agent-model")
     check_model(user_model, "--user-model")
@@ -145,12 +189,11 @@ def build_config(
         user_args=parsed_user_args,
         max_steps=max_steps,
         max_errors=max_errors,
-        retry={"max_attempts": max_attempts, "model_call_timeout_s": model_timeout},
+        seed=seed,
+        lenient_tool_arguments=lenient_tool_args,
+        retry={"max_attempts": max_attempts, "model_call_timeout_s": model_timeout,
+               "retry_for_s": retry_for_s},
     )
-
-
-def total_trials(config: RunConfig) -> int:
-    return len(config.agent_models) * sum(len(t) for t in config.task_ids.values()) * config.trials
 
 
 class RunEnded(Exception):
@@ -170,15 +213,15 @@ async def start_run(
     (different configuration); `resume` starts a closed run's workflow again, and the
     trials already scored return at once. If the workflow cannot be started, the run
     record this call created is removed again, so nothing half-written is left behind."""
-    from workflows.run import RunRequest, RunWorkflow
+    from passhat.workflows.run import RunRequest, RunWorkflow
 
     existed = store.get_run(config.run_id) is not None
-    store.create_run(config, total_trials(config))
+    store.create_run(config, config.total_trials())
     try:
         handle = await client.start_workflow(
             RunWorkflow.run,
             RunRequest(config=config),
-            id=run_workflow_id(config.run_id),
+            id=config.run_id,
             task_queue=task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE
             if resume
@@ -187,9 +230,11 @@ async def start_run(
             static_summary=f"passhat run {config.run_id}: {', '.join(config.agent_models)} on {', '.join(config.domains)}, k={config.trials}",
         )
     except WorkflowAlreadyStartedError:  # a closed run with this id: show its result
-        return client.get_workflow_handle_for(RunWorkflow.run, run_workflow_id(config.run_id))
+        return client.get_workflow_handle_for(RunWorkflow.run, config.run_id)
     except BaseException:
-        if not existed:
+        # Interrupted or refused: remove the record only if no workflow started (the
+        # server may have accepted the start just before the interruption).
+        if not existed and not await _workflow_exists(client, config.run_id):
             store.delete_run(config.run_id)
         raise
     if resume:
@@ -204,12 +249,14 @@ async def follow(
     on_progress: Callable[[int, int, float | None], None],
     poll_s: float = 0.5,
 ) -> RunSummary:
-    """Wait for the run's result, reporting (done, total, running pass^1) as it goes."""
+    """Wait for the run's result, reporting (done, total, running pass^1) as it goes.
+    The store is read in a thread: the worker in this process shares the event loop,
+    and a slow read must never delay its heartbeats."""
     result = asyncio.ensure_future(handle.result())
     while not result.done():
-        on_progress(*store.progress(run_id))
+        on_progress(*await asyncio.to_thread(store.progress, run_id))
         await asyncio.wait({result}, timeout=poll_s)
-    on_progress(*store.progress(run_id))
+    on_progress(*await asyncio.to_thread(store.progress, run_id))
     try:
         return result.result()
     except WorkflowFailureError as err:
@@ -219,10 +266,11 @@ async def follow(
         ) from err
 
 
-async def cancel_run(client: Client, store, run_id: str, wait_s: float = 15.0) -> str:  # noqa: ANN001
-    """Ask the run to stop; its trials stop at their next step and keep what they
-    recorded. Without a worker to act on the request, the workflows are terminated."""
-    handle = client.get_workflow_handle(run_workflow_id(run_id))
+async def cancel_run(client: Client, store, run_id: str, wait_s: float = 60.0) -> str:  # noqa: ANN001
+    """Ask the run to stop and wait until it has: every model call in flight cancelled,
+    every trial recorded as cancelled (keeping its steps; resume continues it). Without
+    a worker to act on the request, the workflows are terminated."""
+    handle = client.get_workflow_handle(run_id)
     status = (await handle.describe()).status
     if status != WorkflowExecutionStatus.RUNNING:
         return f"not running (its workflow is {status.name.lower() if status else 'unknown'})"
@@ -239,9 +287,17 @@ async def cancel_run(client: Client, store, run_id: str, wait_s: float = 15.0) -
     return how
 
 
+async def _workflow_exists(client: Client, workflow_id: str) -> bool:
+    try:
+        await client.get_workflow_handle(workflow_id).describe()
+    except Exception:
+        return False
+    return True
+
+
 async def workflow_status(client: Client, run_id: str) -> str | None:
     try:
-        desc = await client.get_workflow_handle(run_workflow_id(run_id)).describe()
+        desc = await client.get_workflow_handle(run_id).describe()
     except Exception:
         return None
     status = desc.status

@@ -1,5 +1,5 @@
 """The passhat command line. Commands are thin: validation and orchestration live in
-cli.launch, rendering in cli.render; heavy imports (tau2, litellm, temporalio workers)
+passhat.cli.launch, rendering in passhat.cli.render; heavy imports (tau2, litellm, temporalio workers)
 happen inside commands so `passhat --help` stays fast."""
 
 from __future__ import annotations
@@ -16,6 +16,10 @@ from rich.markup import escape
 # typer vendors click (pinned in pyproject); these are the errors its parser raises.
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
+
+from passhat.contracts import DEFAULT_MAX_ERRORS, DEFAULT_MAX_STEPS, DEFAULT_SEED, RetryConfig
+
+_RETRY = RetryConfig()  # the defaults the options show
 
 
 @contextmanager
@@ -68,9 +72,9 @@ def fail(message: str, code: int = 2) -> None:
 
 def _guard(fn):  # noqa: ANN001, ANN202
     """Run a command body, turning known failures into one clear line and an exit code."""
-    from cli.launch import RunEnded, UserInputError
-    from infra.store import ConfigMismatchError, StoreError
-    from infra.temporal_server import TemporalUnreachable, TemporalServerError
+    from passhat.cli.launch import RunEnded, UserInputError
+    from passhat.infra.store import ConfigMismatchError, StoreError
+    from passhat.infra.temporal_server import TemporalUnreachable, TemporalServerError
 
     try:
         return fn()
@@ -83,6 +87,23 @@ def _guard(fn):  # noqa: ANN001, ANN202
         fail("interrupted: the run goes on in Temporal; `passhat status RUN` shows it", 130)
 
 
+def existing_run(store, run_id: str):  # noqa: ANN001, ANN201 - a Store, its RunRow
+    """The run's record, or one clear line saying there is no such run."""
+    row = store.get_run(run_id)
+    if row is None:
+        fail(f"no run '{run_id}' in the results store ({store.safe_url}); `passhat runs` lists them")
+    return row
+
+
+def _refuse_imported(row, action: str) -> None:  # noqa: ANN001 - a RunRow
+    """An imported run (`passhat import`) has no workflows: nothing to resume or cancel."""
+    from passhat.infra.store import RUN_IMPORTED
+
+    if row.status == RUN_IMPORTED:
+        fail(f"run {row.run_id} is imported from results files: it has no workflows and "
+             f"nothing to {action}")
+
+
 @app.command()
 def run(
     domain: list[str] = typer.Option(..., "--domain", "-d", help="Domain to evaluate (repeat for several): airline, retail, telecom, mock."),
@@ -93,12 +114,15 @@ def run(
     trials: int = typer.Option(1, "--trials", "-k", help="Independent trials per task (the k of pass^k)."),
     concurrency: int = typer.Option(8, "--concurrency", "-c", help="Conversations in flight at once."),
     run_id: Optional[str] = typer.Option(None, "--run-id", help="Name the run; starting an existing run id with the same configuration attaches to it."),
-    agent_args: Optional[str] = typer.Option(None, "--agent-args", help='JSON passed to litellm for agent calls, e.g. \'{"temperature": 0, "api_base": "http://..."}\'.'),
-    user_args: Optional[str] = typer.Option(None, "--user-args", help="JSON passed to litellm for user-simulator calls."),
-    max_steps: int = typer.Option(100, help="tau2's max steps per conversation."),
-    max_errors: int = typer.Option(10, help="tau2's max tool errors per conversation."),
-    max_attempts: int = typer.Option(8, help="Attempts per model call on transient provider errors (rate limits, 5xx, timeouts)."),
-    model_timeout: float = typer.Option(300.0, help="Seconds one model call may take before it is retried as a timeout."),
+    agent_args: Optional[str] = typer.Option(None, "--agent-args", help='JSON passed to litellm for agent calls, e.g. \'{"api_base": "http://..."}\'; temperature is 0.0 (tau2 run\'s default) unless it sets one.'),
+    user_args: Optional[str] = typer.Option(None, "--user-args", help="JSON passed to litellm for user-simulator calls; temperature 0.0 unless it sets one."),
+    max_steps: int = typer.Option(DEFAULT_MAX_STEPS, help="Steps (messages and tool batches) after which a conversation ends as max_steps; tau2 run's default."),
+    max_errors: int = typer.Option(DEFAULT_MAX_ERRORS, help="Tool errors in a conversation after which it ends as too_many_errors; tau2 run's default."),
+    seed: int = typer.Option(DEFAULT_SEED, "--seed", help="tau2 run's --seed: trial i of every task sends the provider the i-th seed tau2 derives from it."),
+    lenient_tool_args: bool = typer.Option(False, "--lenient-tool-args", help="Departure from tau2, recorded on the run and shown in reports: answer tool arguments that are not valid JSON with a tool error instead of ending the conversation as agent_error."),
+    retry_for: str = typer.Option(f"{_RETRY.retry_for_s / 60:g}m", "--retry-for", help="How long a model call is retried on transient provider errors (rate limits, 5xx, timeouts, dropped connections), e.g. 90s, 15m, 2h; then the trial is not evaluable."),
+    max_attempts: int = typer.Option(_RETRY.max_attempts, help="Attempts per model call within --retry-for; 0 means no limit."),
+    model_timeout: float = typer.Option(_RETRY.model_call_timeout_s, help="Seconds one model call may take before it is retried as a timeout."),
     detach: bool = typer.Option(False, "--detach", help="Start the run and return; a `passhat worker` must be running."),
     output: str = typer.Option("table", "--output", "-o", help="table or json (json prints exactly one JSON object)."),
 ) -> None:
@@ -107,8 +131,9 @@ def run(
         domains=domain, task_ids=task, agent_models=agent_model, user_model=user_model,
         trials=trials, concurrency=concurrency, run_id=run_id, agent_args=agent_args,
         user_args=user_args, max_steps=max_steps, max_errors=max_errors,
-        max_attempts=max_attempts, model_timeout=model_timeout, detach=detach, output=output, limit=None,
-        task_file=task_file,
+        max_attempts=max_attempts, model_timeout=model_timeout, retry_for=retry_for, detach=detach,
+        output=output, limit=None,
+        task_file=task_file, seed=seed, lenient_tool_args=lenient_tool_args,
     ))
 
 
@@ -122,28 +147,42 @@ def demo(
     _guard(lambda: _run_command(
         domains=["airline"], task_ids=[], agent_models=DEMO_MODELS, user_model="scripted/oracle",
         trials=trials, concurrency=16, run_id=None, agent_args=None, user_args=None,
-        max_steps=100, max_errors=10, max_attempts=8, detach=False, output=output, limit=tasks,
+        detach=False, output=output, limit=tasks,
     ))
 
 
 def _run_command(*, output: str, detach: bool, limit: int | None, **kwargs) -> None:  # noqa: ANN003
-    from cli.launch import UserInputError, build_config
+    from passhat.cli.launch import UserInputError, build_config
 
     if output not in ("table", "json"):
         raise UserInputError(f"--output must be 'table' or 'json', got '{output}'")
     config = build_config(limit=limit, **kwargs)
-    _finish(asyncio.run(_execute(config, detach=detach, output=output)), output)
+    _finish(_execute_here(config, detach=detach, output=output), output)
+
+
+def _execute_here(config, **kwargs):  # noqa: ANN001, ANN003, ANN202
+    """Run _execute; Ctrl-C stops this process's worker, so say how to carry on."""
+    try:
+        return asyncio.run(_execute(config, **kwargs))
+    except KeyboardInterrupt:
+        if kwargs.get("detach"):
+            raise
+        fail(
+            f"interrupted: run {config.run_id} is recorded and waits in Temporal, but the "
+            f"worker in this process stopped; `passhat resume {config.run_id}` continues it",
+            130,
+        )
 
 
 def _finish(summary, output: str) -> None:  # noqa: ANN001
     """Print a finished run's results; exit 1 when some trials could not be evaluated."""
     if summary is None:
         return
-    from cli.render import print_summary
+    from passhat.cli.render import print_summary
 
     print_summary(summary, output, out_console)
     if output == "table":
-        from infra.temporal_server import ui_url
+        from passhat.infra.temporal_server import ui_url
 
         if ui_url():
             out_console.print(f"Temporal UI: {ui_url()}/namespaces/default/workflows/{summary.run_id}", soft_wrap=True)
@@ -160,10 +199,10 @@ def _finish(summary, output: str) -> None:  # noqa: ANN001
 async def _execute(config, *, detach: bool, output: str, resume: bool = False):  # noqa: ANN001, ANN202
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from cli.launch import follow, start_run
-    from infra.store import Store
-    from infra.temporal_server import connect, ui_url
-    from infra.worker import build_worker
+    from passhat.cli.launch import follow, start_run
+    from passhat.infra.store import Store
+    from passhat.infra.temporal_server import connect, ui_url
+    from passhat.cli.worker import build_worker
 
     store = Store()
     client = await connect()
@@ -195,7 +234,7 @@ async def _execute(config, *, detach: bool, output: str, resume: bool = False): 
 
 async def _ensure_search_attributes(client) -> None:  # noqa: ANN001
     """Trial workflows carry passhat's search attributes; a cluster must know them."""
-    from infra import search_attributes, settings
+    from passhat.infra import search_attributes, settings
 
     if settings.temporal_address() is None:
         return  # the embedded server registers them when it starts
@@ -205,7 +244,7 @@ async def _ensure_search_attributes(client) -> None:  # noqa: ANN001
         try:
             await search_attributes.register(client, client.namespace)
         except Exception as err:
-            from cli.launch import UserInputError
+            from passhat.cli.launch import UserInputError
 
             raise UserInputError(
                 f"the Temporal cluster lacks passhat's search attributes {', '.join(missing)} and "
@@ -224,12 +263,11 @@ def resume(
     scored trials and recorded steps are kept as they are."""
 
     def body() -> None:
-        from infra.store import Store
+        from passhat.infra.store import Store
 
-        row = Store().get_run(run_id)
-        if row is None:
-            fail(f"no run '{run_id}' in the results store; `passhat runs` lists them")
-        _finish(asyncio.run(_execute(row.run_config(), detach=detach, output=output, resume=True)), output)
+        row = existing_run(Store(), run_id)
+        _refuse_imported(row, "resume")
+        _finish(_execute_here(row.run_config(), detach=detach, output=output, resume=True), output)
 
     _guard(body)
 
@@ -239,13 +277,12 @@ def cancel(run_id: str = typer.Argument(..., help="Run id.")) -> None:
     """Stop a run cleanly; what it recorded stays, and `passhat resume` can continue it."""
 
     async def body() -> str:
-        from cli.launch import cancel_run
-        from infra.store import Store
-        from infra.temporal_server import connect
+        from passhat.cli.launch import cancel_run
+        from passhat.infra.store import Store
+        from passhat.infra.temporal_server import connect
 
         store = Store()
-        if store.get_run(run_id) is None:
-            fail(f"no run '{run_id}' in the results store; `passhat runs` lists them")
+        _refuse_imported(existing_run(store, run_id), "cancel")
         return await cancel_run(await connect(), store, run_id)
 
     how = _guard(lambda: asyncio.run(body()))
@@ -257,7 +294,7 @@ def runs() -> None:
     """List the runs in the results store, newest first."""
 
     def body() -> None:
-        from infra.store import Store
+        from passhat.infra.store import Store
 
         store = Store()
         for row in store.list_runs():
@@ -277,8 +314,8 @@ def search_attributes_register() -> None:
     PasshatOutcome (Keyword) on TEMPORAL_ADDRESS's namespace (needs operator rights)."""
 
     async def body() -> dict:
-        from infra import search_attributes
-        from infra.temporal_server import connect
+        from passhat.infra import search_attributes
+        from passhat.infra.temporal_server import connect
 
         client = await connect()
         await search_attributes.register(client, client.namespace)
@@ -297,18 +334,21 @@ def status(run_id: str = typer.Argument(..., help="Run id.")) -> None:
     """Show a run's progress and the state of its workflow."""
 
     def body() -> None:
-        from infra.store import Store
+        from passhat.infra.store import Store
 
         store = Store()
-        row = store.get_run(run_id)
-        if row is None:
-            fail(f"no run '{run_id}' in the results store ({store.url}); `passhat runs` lists them")
+        row = existing_run(store, run_id)
         done, total, pass1 = store.progress(run_id)
         not_eval = len(store.trials(run_id, status="not_evaluable"))
-        try:
-            wf = asyncio.run(_status_of(run_id))
-        except Exception as err:  # the store answers even when Temporal is down
-            wf = f"unknown ({err})"
+        source = store.import_source(run_id)
+        if source is not None:  # an imported run has no workflow to ask Temporal about
+            names = ", ".join(os.path.basename(f["path"]) for f in source.get("files", []))
+            wf = f"none (imported from {names})"
+        else:
+            try:
+                wf = asyncio.run(_status_of(run_id))
+            except Exception as err:  # the store answers even when Temporal is down
+                wf = f"unknown ({err})"
         out_console.print(
             f"run {run_id}: {row.status}; workflow {wf}\n"
             f"trials done {done}/{total}, not evaluable {not_eval}, "
@@ -319,8 +359,8 @@ def status(run_id: str = typer.Argument(..., help="Run id.")) -> None:
 
 
 async def _status_of(run_id: str) -> str | None:
-    from cli.launch import workflow_status
-    from infra.temporal_server import connect
+    from passhat.cli.launch import workflow_status
+    from passhat.infra.temporal_server import connect
 
     return await workflow_status(await connect(), run_id)
 
@@ -333,14 +373,14 @@ def report(
     """pass^k per agent model and domain, from the results store."""
 
     def body() -> None:
-        from activities.results import summarize
-        from cli.render import print_summary
-        from infra.store import Store
+        from passhat import metrics
+        from passhat.cli.render import print_summary
+        from passhat.infra.store import Store
 
         store = Store()
-        if store.get_run(run_id) is None:
-            fail(f"no run '{run_id}' in the results store ({store.url})")
-        print_summary(summarize(store, run_id), output, out_console)
+        config = existing_run(store, run_id).run_config()
+        summary = metrics.summarize(run_id, store.task_results(run_id), config.departures())
+        print_summary(summary, output, out_console)
 
     _guard(body)
 
@@ -355,16 +395,17 @@ def trials(
     """List a run's trials with outcome, reason, Temporal UI link and Jaeger link."""
 
     def body() -> None:
-        from cli.render import print_trials
-        from infra import settings
-        from infra.store import Store
-        from infra.temporal_server import ui_url
+        from passhat.cli.render import print_trials
+        from passhat.infra import settings
+        from passhat.infra.store import Store
+        from passhat.infra.temporal_server import ui_url
 
         store = Store()
-        if store.get_run(run_id) is None:
-            fail(f"no run '{run_id}' in the results store; `passhat runs` lists them")
+        existing_run(store, run_id)
         rows = store.trials(run_id, domain=domain, agent_model=agent_model, failed_only=failed)
-        print_trials(rows, ui_url(), settings.temporal_namespace(), settings.jaeger_ui_url(), out_console)
+        # An imported run has no workflows: no Temporal UI links.
+        ui = None if store.import_source(run_id) is not None else ui_url()
+        print_trials(rows, ui, settings.temporal_namespace(), settings.jaeger_ui_url(), out_console)
 
     _guard(body)
 
@@ -374,8 +415,8 @@ def show(trial_id: str = typer.Argument(..., help="Trial id, as `passhat trials`
     """Print a trial's transcript: messages, tool calls and results, the score breakdown."""
 
     def body() -> None:
-        from cli.render import transcript
-        from infra.store import Store
+        from passhat.cli.render import transcript
+        from passhat.infra.store import Store
 
         store = Store()
         trial = store.get_trial(trial_id)
@@ -387,9 +428,68 @@ def show(trial_id: str = typer.Argument(..., help="Trial id, as `passhat trials`
 
 
 @app.command()
+def export(
+    run_id: str = typer.Argument(..., help="Run id."),
+    format: str = typer.Option("tau2", "--format", "-f", help="tau2: one file per agent model and domain in tau2's results schema (tau2 evaluate-trajs and submit read it); jsonl: one trial per line (schema in the README)."),
+    output_dir: str = typer.Option(".", "--output-dir", "-o", help="Directory to write to (created if missing)."),
+    partial: bool = typer.Option(False, "--partial", help="Export a run that has not finished: only its finished trials, in files named *.partial.*"),
+) -> None:
+    """Write a run's results to files: tau2's results schema, or JSON lines."""
+
+    def body() -> None:
+        from passhat.cli.exchange import export_run
+        from passhat.infra.store import Store
+
+        store = Store()
+        existing_run(store, run_id)
+        result = export_run(store, run_id, format, output_dir, partial=partial)
+        for path in result.paths:
+            print(path)
+        note = f"{result.trials} trial(s) in {len(result.paths)} file(s)"
+        if result.partial:
+            note += "; PARTIAL: the run has not finished"
+        if result.left_out:
+            note += (f"; {result.left_out} trial(s) not scored (not evaluable or unfinished) left out, "
+                     "as tau2 has no such state (--format jsonl has them)")
+        err_console.print(f"exported run {run_id}: {note}", highlight=False)
+
+    _guard(body)
+
+
+@app.command("import")
+def import_(
+    files: list[str] = typer.Argument(..., help="tau2 results files (one per agent model and domain) and/or tau-bench v1 result files."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", help="Name the run; default: derived from the files' contents, so importing the same files again changes nothing."),
+    domain: Optional[str] = typer.Option(None, "--domain", "-d", help="tau-bench files only: airline or retail, when the file does not show it."),
+    agent_model: Optional[str] = typer.Option(None, "--agent-model", "-m", help="tau-bench files only: the agent model (default: from tau-bench's file name)."),
+    user_model: Optional[str] = typer.Option(None, "--user-model", "-u", help="tau-bench files only: the user model (default: from tau-bench's file name)."),
+) -> None:
+    """Load results files into the store as an imported run that report, trials, show
+    and export work on (it has no workflows: resume and cancel refuse it)."""
+
+    def body() -> None:
+        from passhat.cli.exchange import import_files
+        from passhat.infra.store import Store
+
+        result = import_files(Store(), files, run_id=run_id, domain=domain,
+                              agent_model=agent_model, user_model=user_model)
+        print(result.run_id)
+        if result.already:
+            err_console.print(f"already imported as run {result.run_id}; nothing changed", highlight=False)
+        else:
+            err_console.print(
+                f"imported run {result.run_id}: {result.trials} trial(s) of {result.tasks} task(s) from "
+                f"{result.files} file(s) ({'; '.join(result.summary)}); `passhat report {result.run_id}` shows pass^k",
+                highlight=False,
+            )
+
+    _guard(body)
+
+
+@app.command()
 def domains() -> None:
     """List the domains and how many tasks each has."""
-    from domains.registry import domain_names, get_domain
+    from passhat.domains.registry import domain_names, get_domain
 
     for name in domain_names():
         print(f"{name}\t{len(get_domain(name).task_ids())} tasks")
@@ -400,10 +500,10 @@ def tasks(domain: str = typer.Argument(..., help="Domain name.")) -> None:
     """List a domain's task ids with the user's reason for calling."""
 
     def body() -> None:
-        from cli.launch import UserInputError
-        from domains.base import UnknownDomainError
-        from domains.registry import get_domain
-        from domains.task_file import TaskFileError
+        from passhat.cli.launch import UserInputError
+        from passhat.domains.base import UnknownDomainError
+        from passhat.domains.registry import get_domain
+        from passhat.domains.task_file import TaskFileError
 
         try:
             d = get_domain(domain)
@@ -423,9 +523,9 @@ def worker(
     """Run a standalone worker on the passhat task queue (Ctrl-C to stop)."""
 
     async def serve() -> None:
-        from infra.store import Store
-        from infra.temporal_server import connect
-        from infra.worker import build_worker
+        from passhat.infra.store import Store
+        from passhat.infra.temporal_server import connect
+        from passhat.cli.worker import build_worker
 
         client = await connect()
         w = build_worker(client, Store(), max_concurrent_activities=max_concurrent_activities)
@@ -440,8 +540,8 @@ def server_start() -> None:
     """Start the embedded Temporal dev server (or report the running one)."""
 
     def body() -> None:
-        from infra import settings
-        from infra.temporal_server import EmbeddedServer
+        from passhat.infra import settings
+        from passhat.infra.temporal_server import EmbeddedServer
 
         server = asyncio.run(EmbeddedServer(settings.home()).ensure_running())
         out_console.print(f"Temporal dev server at {server.address}\nWeb UI: {server.ui_url}")
@@ -452,8 +552,8 @@ def server_start() -> None:
 @server_app.command("stop")
 def server_stop() -> None:
     """Stop the embedded Temporal dev server (its database file is kept)."""
-    from infra import settings
-    from infra.temporal_server import EmbeddedServer
+    from passhat.infra import settings
+    from passhat.infra.temporal_server import EmbeddedServer
 
     stopped = EmbeddedServer(settings.home()).stop()
     out_console.print("stopped" if stopped else "not running")
@@ -462,8 +562,8 @@ def server_stop() -> None:
 @server_app.command("status")
 def server_status() -> None:
     """Is the embedded Temporal dev server running, and where."""
-    from infra import settings
-    from infra.temporal_server import EmbeddedServer
+    from passhat.infra import settings
+    from passhat.infra.temporal_server import EmbeddedServer
 
     st = EmbeddedServer(settings.home()).status()
     if st.running:
@@ -482,7 +582,7 @@ def main() -> None:
         app()
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-    from infra import tracing
+    from passhat.infra import tracing
 
     tracing.shutdown()
     sys.stdout.flush()

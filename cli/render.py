@@ -7,7 +7,7 @@ import json
 from rich.console import Console
 from rich.table import Table
 
-from workflows.specs import RunSummary
+from passhat.contracts import RunSummary, outcome_label
 
 
 def summary_json(summary: RunSummary) -> str:
@@ -16,7 +16,10 @@ def summary_json(summary: RunSummary) -> str:
 
 def summary_table(summary: RunSummary) -> Table:
     ks = sorted({k for r in summary.results for k in r.pass_hat_k}, key=int)
-    table = Table(title=f"passhat run {summary.run_id}")
+    title = f"passhat run {summary.run_id}"
+    if summary.departures:
+        title += "\nDEPARTS FROM tau2: " + "; ".join(summary.departures)
+    table = Table(title=title)
     for col in ("agent model", "user model", "domain", "tasks", "trials", "evaluable", "avg reward"):
         table.add_column(col, justify="right" if col in ("tasks", "trials", "evaluable", "avg reward") else "left")
     for k in ks:
@@ -35,12 +38,6 @@ def print_summary(summary: RunSummary, output: str, console: Console) -> None:
         print(summary_json(summary))
     else:
         console.print(summary_table(summary))
-
-
-def outcome_label(row) -> str:  # noqa: ANN001 - a TrialRow
-    if row.status == "scored":
-        return "success" if row.success else "failure"
-    return row.status.replace("_", " ")
 
 
 def trial_links(row, ui: str | None, namespace: str, jaeger: str) -> tuple[str, str]:  # noqa: ANN001
@@ -65,7 +62,7 @@ def trial_rows(rows, ui: str | None, namespace: str, jaeger: str) -> list[tuple[
         reason = " ".join((row.error or row.termination_reason or "").split())
         temporal, jaeger_link = trial_links(row, ui, namespace, jaeger)
         out.append((
-            row.trial_id, outcome_label(row), "-" if row.reward is None else f"{row.reward:g}",
+            row.trial_id, outcome_label(row.status, row.reward), "-" if row.reward is None else f"{row.reward:g}",
             (f"{row.error_class}: " if row.error_class and row.error else "") + reason[:300],
             temporal, jaeger_link,
         ))
@@ -94,7 +91,7 @@ def transcript(trial, steps, console: Console) -> None:  # noqa: ANN001
         f"[bold]{trial.trial_id}[/]\n"
         f"agent {trial.agent_model}, user {trial.user_model}, domain {trial.domain}, "
         f"task {trial.task_id}, trial {trial.trial_index}, seed {trial.seed}\n"
-        f"outcome [bold]{outcome_label(trial)}[/], reward {trial.reward}, "
+        f"outcome [bold]{outcome_label(trial.status, trial.reward)}[/], reward {trial.reward}, "
         f"termination {trial.termination_reason}, steps {trial.n_steps}, "
         f"tokens {trial.input_tokens} in / {trial.output_tokens} out, cost ${trial.cost:.4f}",
         highlight=False,

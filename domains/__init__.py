@@ -1,24 +1,11 @@
-"""Benchmark domains: the interface passhat needs, and the registry of implementations."""
+"""Benchmark domains: the interface passhat needs, and the registry of implementations.
+The messages and task descriptions a domain exchanges are in passhat.contracts."""
 
-from domains.base import (
-    Domain,
-    GoldAction,
-    Message,
-    Score,
-    TaskInfo,
-    ToolCall,
-    UnknownDomainError,
-    UnknownTaskError,
-)
-from domains.registry import domain_names, get_domain, register_domain
+from passhat.domains.base import Domain, UnknownDomainError, UnknownTaskError
+from passhat.domains.registry import domain_names, get_domain, register_domain
 
 __all__ = [
     "Domain",
-    "GoldAction",
-    "Message",
-    "Score",
-    "TaskInfo",
-    "ToolCall",
     "UnknownDomainError",
     "UnknownTaskError",
     "domain_names",

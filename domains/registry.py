@@ -11,9 +11,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from domains.base import Domain, UnknownDomainError
-from domains.task_file import SEPARATOR, read_task_list, split_domain_name, validate_tasks
-from domains.tau2_domain import TAU2_DOMAINS, Tau2Domain
+from passhat.domains.base import Domain, UnknownDomainError
+from passhat.domains.task_file import SEPARATOR, read_task_list, split_domain_name, validate_tasks
+from passhat.domains.tau2_domain import TAU2_DOMAINS, Tau2Domain
 
 DomainFactory = Callable[[], Domain]
 

@@ -28,15 +28,8 @@ from typing import Any
 # its bundled copy (there may be no network).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from domains.base import (  # noqa: E402
-    GoldAction,
-    Message,
-    Score,
-    TaskInfo,
-    ToolCall,
-    UnknownDomainError,
-    UnknownTaskError,
-)
+from passhat.contracts import GoldAction, Message, Score, TaskInfo, ToolCall  # noqa: E402
+from passhat.domains.base import UnknownDomainError, UnknownTaskError  # noqa: E402
 
 TAU2_DOMAINS = ("airline", "retail", "telecom", "mock")
 
@@ -364,7 +357,7 @@ def _with_initial_messages(task: Any, messages: list[Message]) -> list[Message]:
     return messages
 
 
-def _answered_calls(messages: list[Message]) -> list[tuple[ToolCall, Message]]:
+def answered_calls(messages: list[Message]) -> list[tuple[ToolCall, Message]]:
     """Each tool call that has an answer, with that answer, in conversation order.
 
     An answer is a tool message with the call's id among the tool messages right after
@@ -388,7 +381,7 @@ def _answered_calls(messages: list[Message]) -> list[tuple[ToolCall, Message]]:
 def _tool_trace(history: list[Message]) -> tuple:
     """What identifies the tool state a history leads to."""
     return tuple(
-        (answer.tool_call_id, answer.content) for _, answer in _answered_calls(history)
+        (answer.tool_call_id, answer.content) for _, answer in answered_calls(history)
     )
 
 
@@ -399,7 +392,7 @@ def _replayable(history: list[Message]) -> list[Any]:
     from tau2.data_model.message import AssistantMessage, UserMessage
 
     replay = []
-    for call, answer in _answered_calls(history):
+    for call, answer in answered_calls(history):
         if call.invalid_arguments is not None:
             continue
         caller = UserMessage if call.requestor == "user" else AssistantMessage
@@ -419,7 +412,7 @@ def _to_tau2_trajectory(messages: list[Message]) -> list[Any]:
 
     answered = {
         id(call): answer
-        for call, answer in _answered_calls(messages)
+        for call, answer in answered_calls(messages)
         if call.invalid_arguments is None
     }
     trajectory: list[Any] = []

@@ -14,7 +14,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from pydantic import BaseModel  # noqa: E402
 
-from domains.base import Message, ToolCall  # noqa: E402
+from passhat.contracts import Message, ToolCall  # noqa: E402
+from passhat.infra import secrets  # noqa: E402
 
 Perspective = Literal["assistant", "user"]
 
@@ -30,7 +31,9 @@ class ModelReply(BaseModel):
 
 
 class ModelCallError(Exception):
-    """A model call that failed. `transient` errors are worth retrying."""
+    """A model call that failed. `transient` errors are worth retrying. A `model_failure`
+    is the model's own doing (its context overflowed, its output was filtered): the
+    conversation ends there and counts against the model, as in tau2."""
 
     def __init__(
         self,
@@ -38,12 +41,14 @@ class ModelCallError(Exception):
         *,
         error_class: str,
         transient: bool,
+        model_failure: bool = False,
         status_code: int | None = None,
         retry_after_s: float | None = None,
     ):
         super().__init__(message)
         self.error_class = error_class
         self.transient = transient
+        self.model_failure = model_failure
         self.status_code = status_code
         self.retry_after_s = retry_after_s
 
@@ -54,7 +59,8 @@ def view_for(perspective: Perspective, messages: list[Message]) -> list[dict[str
     The agent sees user text, its own messages and the answers to its own tool calls.
     The user simulator sees the conversation with roles flipped (it is the "assistant" of
     its own model call): agent text as user turns, its own turns and tool answers.
-    This mirrors tau2's agent/user history rules."""
+    This mirrors tau2's agent/user history rules, and the dicts are the ones tau2's
+    to_litellm_messages builds (tool calls carry a "name" next to "function")."""
     out: list[dict[str, Any]] = []
     for m in messages:
         own = m.role == perspective
@@ -67,6 +73,7 @@ def view_for(perspective: Perspective, messages: list[Message]) -> list[dict[str
                 entry["tool_calls"] = [
                     {
                         "id": c.id,
+                        "name": c.name,
                         "type": "function",
                         "function": {
                             "name": c.name,
@@ -85,8 +92,9 @@ def view_for(perspective: Perspective, messages: list[Message]) -> list[dict[str
 
 def parse_reply(response: Any, role: Perspective) -> tuple[Message, str | None]:
     """Turn a litellm ModelResponse into our Message. Never raises on malformed output:
-    invalid JSON arguments are kept on the call and answered with an error by the tool
-    step; no choices gives an empty message, which the conversation treats as an error."""
+    arguments that are not a JSON object (tau2 parses them with json.loads, so "" is
+    invalid too) are kept as text on the call, for the conversation step to judge; no
+    choices gives an empty message."""
     choices = getattr(response, "choices", None) or []
     if not choices:
         return Message(role=role, content=None), None
@@ -98,7 +106,7 @@ def parse_reply(response: Any, role: Perspective) -> tuple[Message, str | None]:
         text = fn.arguments if isinstance(fn.arguments, str) else json.dumps(fn.arguments or {})
         call = ToolCall(id=tc.id or f"call-{i}", name=fn.name or "", requestor=role)
         try:
-            args = json.loads(text) if text.strip() else {}
+            args = json.loads(text)
             if not isinstance(args, dict):
                 raise ValueError("arguments must be a JSON object")
             call.arguments = args
@@ -141,14 +149,56 @@ async def complete(
     metadata: dict[str, Any],
     seed: int | None = None,
     timeout_s: float | None = None,
+    empty_retries: int = 0,
 ) -> ModelReply:
-    """One model call. Retries are Temporal's job, so litellm's own are switched off."""
+    """One model call. Retries are Temporal's job, so litellm's own are switched off. The
+    request is tau2's: tools with tool_choice "auto" when the side has tools. As tau2's
+    generate does, an empty reply (no text, no tool calls) is asked for again with the
+    identical request, up to `empty_retries` times; tokens and cost add up over the
+    attempts, which were all paid for."""
+    async def ask() -> ModelReply:  # the same request every time
+        return await _complete_once(model, messages, tools=tools, role=role, model_args=model_args,
+                                    metadata=metadata, seed=seed, timeout_s=timeout_s)
+
+    reply = await ask()
+    for _ in range(empty_retries):
+        if not reply.message.is_empty():
+            break
+        again = await ask()
+        again.input_tokens += reply.input_tokens
+        again.output_tokens += reply.output_tokens
+        again.cost += reply.cost
+        again.latency_s += reply.latency_s
+        reply = again
+    return reply
+
+
+async def _complete_once(
+    model: str,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None,
+    role: Perspective,
+    model_args: dict[str, Any],
+    metadata: dict[str, Any],
+    seed: int | None,
+    timeout_s: float | None,
+) -> ModelReply:
     import litellm
 
-    from infra import scripted
-
-    scripted.register()
+    litellm.suppress_debug_info = True  # no "Give Feedback" banner on every error (tau2 too)
     args = dict(model_args)
+    key_env = args.pop(secrets.API_KEY_ENV, None)
+    if key_env is not None:
+        # The key lives in this worker's environment, never in the run's configuration.
+        if not os.environ.get(key_env):
+            raise ModelCallError(
+                f"MissingApiKey calling {model}: environment variable {key_env} (named by "
+                f"{secrets.API_KEY_ENV}) is not set on this worker",
+                error_class="MissingApiKey",
+                transient=False,
+            )
+        args["api_key"] = os.environ[key_env]
     if seed is not None:
         args.setdefault("seed", seed)
     if timeout_s is not None:
@@ -160,6 +210,7 @@ async def complete(
             model=model,
             messages=messages,
             tools=tools or None,
+            tool_choice="auto" if tools else None,
             metadata=metadata,
             drop_params=True,
             **args,
@@ -181,10 +232,13 @@ async def complete(
 
 
 # Checked in order: subclasses before their bases (ContextWindowExceededError is a
-# BadRequestError, for instance).
-_DETERMINISTIC = [
+# BadRequestError, for instance). The model's own failures: the conversation it produced
+# no longer fits, or its output was filtered.
+_MODEL_FAILURES = [
     "ContextWindowExceededError",
     "ContentPolicyViolationError",
+]
+_DETERMINISTIC = [
     "AuthenticationError",
     "PermissionDeniedError",
     "NotFoundError",
@@ -211,16 +265,21 @@ def classify(exc: BaseException, model: str | None = None) -> ModelCallError:
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
 
-    def error(name: str, transient: bool) -> ModelCallError:
+    def error(name: str, transient: bool, model_failure: bool = False) -> ModelCallError:
         where = (f" (HTTP {status})" if status else "") + (f" calling {model}" if model else "")
         return ModelCallError(
-            f"{name}{where}: {exc}",
+            secrets.redact(f"{name}{where}: {provider_message(exc)}"),
             error_class=name,
             transient=transient,
+            model_failure=model_failure,
             status_code=status,
             retry_after_s=retry_after_seconds(exc) if transient else None,
         )
 
+    for name in _MODEL_FAILURES:
+        cls = getattr(litellm, name, None)
+        if cls is not None and isinstance(exc, cls):
+            return error(name, transient=False, model_failure=True)
     for name in _DETERMINISTIC:
         cls = getattr(litellm, name, None)
         if cls is not None and isinstance(exc, cls):
@@ -229,8 +288,9 @@ def classify(exc: BaseException, model: str | None = None) -> ModelCallError:
         cls = getattr(litellm, name, None)
         if cls is not None and isinstance(exc, cls):
             if name == "InternalServerError" and "Connection error" in str(exc):
-                # litellm reports a dropped or refused connection as a 500 without headers.
-                name = "APIConnectionError"
+                # litellm reports a dropped or refused connection as a 500 without headers:
+                # no server answered, so there is no HTTP status to show.
+                name, status = "APIConnectionError", None
             return error(name, transient=True)
     if status is not None:
         return error(f"HTTP{status}", transient=status in (408, 409, 425, 429) or status >= 500)
@@ -241,8 +301,25 @@ def classify(exc: BaseException, model: str | None = None) -> ModelCallError:
     return error(type(exc).__name__, transient=False)
 
 
+def provider_message(exc: BaseException) -> str:
+    """The provider's own words, without the class names litellm stacks in front of them
+    ("litellm.RateLimitError: RateLimitError: OpenAIException - ...")."""
+    text = " ".join(str(exc).split())
+    while True:
+        head, sep, rest = text.partition(": ")
+        if sep and head.replace("litellm.", "").isidentifier():
+            text = rest
+            continue
+        break
+    head, sep, rest = text.partition(" - ")
+    if sep and head.endswith("Exception") and head.isidentifier():
+        text = rest
+    return text or type(exc).__name__
+
+
 def retry_after_seconds(exc: BaseException) -> float | None:
-    """Retry-After from the provider's response headers, in seconds, if it sent one."""
+    """Retry-After from the provider's response headers, in seconds, if it sent one:
+    `retry-after-ms`, or `retry-after` in seconds or as an HTTP date."""
     # litellm keeps the provider's real headers on litellm_response_headers; the
     # exception's .response is a stand-in without them.
     headers = getattr(exc, "litellm_response_headers", None)
@@ -257,6 +334,21 @@ def retry_after_seconds(exc: BaseException) -> float | None:
         try:
             seconds = float(value)
         except (TypeError, ValueError):
-            continue
+            seconds = _seconds_until(value) if key == "retry-after" else None
+            if seconds is None:
+                continue
         return seconds / 1000.0 if key.endswith("-ms") else seconds
     return None
+
+
+def _seconds_until(http_date: Any) -> float | None:
+    """Seconds from now until an HTTP date (RFC 9110), never negative; None if it is not one."""
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(str(http_date))
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())

@@ -27,10 +27,8 @@ RUN = SearchAttributeKey.for_keyword("PasshatRun")
 AGENT_MODEL = SearchAttributeKey.for_keyword("PasshatAgentModel")
 DOMAIN = SearchAttributeKey.for_keyword("PasshatDomain")
 TASK = SearchAttributeKey.for_keyword("PasshatTask")
-# One of OUTCOMES; "running" until the trial is scored.
+# passhat.contracts.outcome_label: "running" until the trial is scored.
 OUTCOME = SearchAttributeKey.for_keyword("PasshatOutcome")
-
-OUTCOMES = ("success", "failure", "not_evaluable", "running")
 
 ALL: tuple[SearchAttributeKey, ...] = (RUN, AGENT_MODEL, DOMAIN, TASK, OUTCOME)
 

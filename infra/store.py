@@ -3,7 +3,8 @@
 Temporal's history holds only references; the conversations themselves live here, so a
 step activity that is retried (or a worker that crashes and resumes) must be able to write
 the same step again without duplicating it. Every write is therefore idempotent and keyed
-by the ids in workflows/specs.py.
+by the ids in passhat.contracts. It stores those contracts and imports nothing else of
+passhat but its settings.
 
 SQLite (a file under PASSHAT_HOME) by default, PostgreSQL when PASSHAT_DB_URL says so.
 All methods are synchronous and open one short session each: activities call them from
@@ -20,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import BigInteger, DateTime, Text, UniqueConstraint, event, func, text
+from sqlalchemy import BigInteger, DateTime, Text, event, func, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine, make_url
@@ -38,14 +39,25 @@ from sqlmodel import (
     update,
 )
 
-from domains.base import Message
-from infra import settings
-from workflows.specs import RunConfig, TaskOutcome, TrialSpec, task_workflow_id
+from passhat.contracts import (
+    TRIAL_CANCELLED,
+    TRIAL_NOT_EVALUABLE,
+    TRIAL_RUNNING,
+    TRIAL_SCORED,
+    Message,
+    RunConfig,
+    TaskOutcome,
+    TrialSpec,
+    task_workflow_id,
+)
+from passhat.infra import settings
 
-RUN_STATUSES = ("running", "completed", "cancelled", "failed")
-TRIAL_RUNNING = "running"
-TRIAL_SCORED = "scored"
-TRIAL_NOT_EVALUABLE = "not_evaluable"
+RUN_STATUSES = ("running", "completed", "cancelled", "failed", "imported")
+# A run loaded from results files (`passhat import`): it has no workflows.
+RUN_IMPORTED = "imported"
+# Key in an imported run's config_json (beside RunConfig's fields, which ignore it)
+# naming the files it came from.
+IMPORT_SOURCE_KEY = "passhat_import"
 
 # How long a SQLite writer waits for another writer's lock before giving up (ms).
 SQLITE_BUSY_TIMEOUT_MS = 60_000
@@ -130,8 +142,11 @@ class TrialRow(SQLModel, table=True):
     success: bool | None = None
     reward_info_json: str = Field(default="{}", sa_type=Text)
     termination_reason: str | None = None
+    # Why the trial is not evaluable (an infrastructure error), or, on a scored trial,
+    # the model failure that ended it (tau2's agent_error) and which side produced it.
     error: str | None = Field(default=None, sa_type=Text)
     error_class: str | None = None
+    error_side: str | None = None  # "agent" | "user"
     n_steps: int = 0
     input_tokens: int = Field(default=0, sa_type=BigInteger)
     output_tokens: int = Field(default=0, sa_type=BigInteger)
@@ -147,7 +162,6 @@ class TrialRow(SQLModel, table=True):
 
 class StepRow(SQLModel, table=True):
     __tablename__ = "steps"
-    __table_args__ = (UniqueConstraint("trial_id", "step"),)
 
     # f"{trial_id}#{step}": the idempotency key of a step (the run is part of trial_id).
     id: str = Field(primary_key=True)
@@ -162,6 +176,9 @@ class StepRow(SQLModel, table=True):
     cost: float = 0.0
     latency_s: float = 0.0
     finish_reason: str | None = None
+    # A model failure this step ended the conversation with (passhat.contracts).
+    failure_class: str | None = None
+    failure: str | None = Field(default=None, sa_type=Text)
     created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime())
 
     def message_list(self) -> list[Message]:
@@ -183,8 +200,11 @@ class TaskResultRow(SQLModel, table=True):
     avg_reward: float | None = None
     pass_hat_json: str = Field(default="{}", sa_type=Text)
 
-    def pass_hat(self) -> dict[str, float]:
-        return json.loads(self.pass_hat_json)
+    def outcome(self) -> TaskOutcome:
+        return TaskOutcome(
+            **self.model_dump(exclude={"id", "pass_hat_json"}),
+            pass_hat=json.loads(self.pass_hat_json),
+        )
 
 
 _TABLES = [
@@ -199,6 +219,21 @@ def step_id(trial_id: str, step: int) -> str:
     return f"{trial_id}#{step}"
 
 
+def _add_missing_columns(conn: Any) -> None:
+    """A database written by an earlier passhat gets the nullable columns added since
+    (create_all only creates missing tables). Nothing is dropped or rewritten."""
+    from sqlalchemy import inspect
+    from sqlalchemy.schema import CreateColumn
+
+    inspector = inspect(conn)
+    for table in _TABLES:
+        present = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name not in present and column.nullable:
+                ddl = CreateColumn(column).compile(dialect=conn.dialect)
+                conn.execute(text(f'ALTER TABLE "{table.name}" ADD COLUMN {ddl}'))
+
+
 # ---------------------------------------------------------------------------------------
 
 
@@ -209,7 +244,8 @@ class Store:
             parsed = make_url(self.url)
         except ArgumentError as e:
             raise StoreError(self._cannot_open(f"invalid URL ({e})")) from e
-        self._safe_url = parsed.render_as_string(hide_password=True)
+        # For messages: the URL without its password.
+        self.safe_url = parsed.render_as_string(hide_password=True)
         self.dialect = parsed.get_backend_name()
         if self.dialect not in ("sqlite", "postgresql"):
             raise StoreError(
@@ -223,7 +259,7 @@ class Store:
             raise StoreError(self._cannot_open(str(reason).strip())) from e
 
     def _cannot_open(self, reason: str) -> str:
-        url = getattr(self, "_safe_url", self.url)
+        url = getattr(self, "safe_url", self.url)
         return (
             f"cannot open results store at {url}: {reason} "
             "— check PASSHAT_HOME / PASSHAT_DB_URL"
@@ -279,6 +315,7 @@ class Store:
                     text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY}
                 )
             SQLModel.metadata.create_all(conn, tables=_TABLES)
+            _add_missing_columns(conn)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -286,8 +323,14 @@ class Store:
     @contextmanager
     def _session(self) -> Iterator[Session]:
         # expire_on_commit=False: rows handed back stay readable after the session closes.
-        with Session(self.engine, expire_on_commit=False) as session, session.begin():
-            yield session
+        try:
+            with Session(self.engine, expire_on_commit=False) as session, session.begin():
+                yield session
+        except DBAPIError as e:
+            # One short line: the driver's text carries the statement and its parameters
+            # (kilobytes of conversation), too big for a Temporal failure or a terminal.
+            reason = " ".join(str(getattr(e, "orig", None) or e).split())[:300]
+            raise StoreError(f"results store at {self.safe_url} failed: {reason}") from None
 
     def _insert(self, model: type[SQLModel]) -> Any:
         """The dialect's INSERT, which has ON CONFLICT. Its rowcount tells an insert from
@@ -392,6 +435,7 @@ class Store:
                         status=TRIAL_RUNNING,
                         error=None,
                         error_class=None,
+                        error_side=None,
                         finished_at=None,
                         attempts=TrialRow.attempts + 1,
                     )
@@ -436,7 +480,12 @@ class Store:
         reward_info: dict[str, Any],
         termination_reason: str,
         n_steps: int,
+        *,
+        model_failure: tuple[str, str, str] | None = None,
     ) -> TrialRow:
+        """Score a trial. `model_failure` is (class, side, message) when the model's
+        own output ended the conversation."""
+        error_class, error_side, error = model_failure or (None, None, None)
         return self._finish(
             trial_id,
             {
@@ -446,8 +495,9 @@ class Store:
                 "reward_info_json": json.dumps(reward_info, default=str),
                 "termination_reason": termination_reason,
                 "n_steps": n_steps,
-                "error": None,
-                "error_class": None,
+                "error": error,
+                "error_class": error_class,
+                "error_side": error_side,
             },
         )
 
@@ -468,9 +518,20 @@ class Store:
                 "status": TRIAL_NOT_EVALUABLE,
                 "error": error,
                 "error_class": error_class,
+                "error_side": None,
                 "n_steps": n_steps,
             },
         )
+
+    def mark_cancelled(self, trial_id: str) -> None:
+        """The run was cancelled while this trial ran: it keeps its steps, and resume
+        continues it. A trial already scored or not evaluable keeps that outcome."""
+        with self._session() as s:
+            s.exec(
+                update(TrialRow)
+                .where(TrialRow.trial_id == trial_id, TrialRow.status == TRIAL_RUNNING)
+                .values(status=TRIAL_CANCELLED, finished_at=_now())
+            )
 
     def set_trace_id(self, trial_id: str, trace_id: str | None) -> None:
         with self._session() as s:
@@ -531,6 +592,8 @@ class Store:
         cost: float = 0.0,
         latency_s: float = 0.0,
         finish_reason: str | None = None,
+        failure_class: str | None = None,
+        failure: str | None = None,
     ) -> bool:
         """Write a step once. Returns False when (trial, step) was already recorded: the
         first write wins, so a retried activity cannot replace what the trial saw.
@@ -552,6 +615,8 @@ class Store:
                     cost=cost,
                     latency_s=latency_s,
                     finish_reason=finish_reason,
+                    failure_class=failure_class,
+                    failure=failure,
                     created_at=_now(),
                 )
                 .on_conflict_do_nothing()
@@ -599,7 +664,7 @@ class Store:
                 .on_conflict_do_update(index_elements=["id"], set_=values)
             )
 
-    def task_results(self, run_id: str) -> list[TaskResultRow]:
+    def task_results(self, run_id: str) -> list[TaskOutcome]:
         query = (
             select(TaskResultRow)
             .where(TaskResultRow.run_id == run_id)
@@ -608,7 +673,7 @@ class Store:
             )
         )
         with self._session() as s:
-            return list(s.exec(query))
+            return [row.outcome() for row in s.exec(query)]
 
     # ---- progress -----------------------------------------------------------------
 
@@ -637,3 +702,84 @@ class Store:
         scored = counts.get(TRIAL_SCORED, 0)
         done = scored + counts.get(TRIAL_NOT_EVALUABLE, 0)
         return done, run.total_trials, (successes / scored if scored else None)
+
+    # ---- export and import ------------------------------------------------------------
+
+    def run_steps(self, run_id: str) -> dict[str, list[StepRow]]:
+        """Every recorded step of a run, by trial id, in step order (one query)."""
+        query = (
+            select(StepRow)
+            .where(StepRow.run_id == run_id)
+            .order_by(StepRow.trial_id, StepRow.step)
+        )
+        out: dict[str, list[StepRow]] = {}
+        with self._session() as s:
+            for row in s.exec(query):
+                out.setdefault(row.trial_id, []).append(row)
+        return out
+
+    def runs_with_fingerprint(self, fingerprint: str) -> list[RunRow]:
+        with self._session() as s:
+            return list(s.exec(select(RunRow).where(RunRow.fingerprint == fingerprint)))
+
+    def import_source(self, run_id: str) -> dict[str, Any] | None:
+        """What an imported run was loaded from (files, formats, digests), or None for
+        a run passhat ran."""
+        row = self.get_run(run_id)
+        if row is None or row.status != RUN_IMPORTED:
+            return None
+        return json.loads(row.config_json).get(IMPORT_SOURCE_KEY) or {}
+
+    def import_run(
+        self,
+        config: RunConfig,
+        fingerprint: str,
+        source: dict[str, Any],
+        trials: list[dict[str, Any]],
+        steps: list[dict[str, Any]],
+        outcomes: list[TaskOutcome],
+    ) -> bool:
+        """Record a run loaded from results files, with status "imported", in one
+        transaction: all of it or, on any error, nothing. `trials` and `steps` hold
+        TrialRow / StepRow column values (steps' "messages" as passhat Messages).
+        Returns False, writing nothing, when the run id is taken."""
+        now = _now()
+        body = json.loads(config.model_dump_json())
+        body[IMPORT_SOURCE_KEY] = source
+        with self._session() as s:
+            inserted = s.exec(
+                self._insert(RunRow)
+                .values(
+                    run_id=config.run_id,
+                    config_json=json.dumps(body),
+                    fingerprint=fingerprint,
+                    status=RUN_IMPORTED,
+                    total_trials=config.total_trials(),
+                    created_at=now,
+                    updated_at=now,
+                )
+                .on_conflict_do_nothing()
+            ).rowcount
+            if not inserted:
+                return False
+            for values in trials:
+                values = dict(values)
+                values["reward_info_json"] = json.dumps(values.pop("reward_info", {}), default=str)
+                values.setdefault("started_at", now)
+                values["started_at"] = values["started_at"] or now
+                s.add(TrialRow(run_id=config.run_id, **values))
+            for values in steps:
+                values = dict(values)
+                messages = values.pop("messages")
+                values["messages_json"] = json.dumps([m.model_dump(mode="json") for m in messages])
+                values["created_at"] = values.get("created_at") or now
+                s.add(StepRow(
+                    id=step_id(values["trial_id"], values["step"]), run_id=config.run_id, **values
+                ))
+            for outcome in outcomes:
+                values = outcome.model_dump(exclude={"pass_hat"})
+                key = task_workflow_id(
+                    outcome.run_id, outcome.agent_model, outcome.domain, outcome.task_id
+                )
+                s.add(TaskResultRow(id=key, pass_hat_json=json.dumps(outcome.pass_hat), **values))
+        return True

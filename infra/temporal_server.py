@@ -45,7 +45,7 @@ from temporalio.client import Client, Interceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
-from infra import search_attributes, settings, tracing
+from passhat.infra import search_attributes, settings, tracing
 
 HOST = "127.0.0.1"
 # Bound on one connection attempt; Client.connect alone can wait forever on a port

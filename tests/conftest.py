@@ -9,8 +9,13 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from infra.store import Store
-from infra.temporal_server import connect
+from passhat.infra.store import Store
+from passhat.infra.temporal_server import connect
+from passhat.testing.scripted_http import TEST_KEY_ENV
+
+# Runs name the loopback servers' key by its variable (a run's settings never hold a
+# key); test processes and the workers they start get it from here.
+os.environ.setdefault(TEST_KEY_ENV, "loopback-test-key")
 from tests.fixtures_temporal import fresh_temporal_server, temporal_server  # noqa: F401
 
 # Server on which throwaway test databases are created; override for another PostgreSQL.

@@ -23,32 +23,15 @@ the installed CLI.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from infra import search_attributes
-from infra.temporal_server import EmbeddedServer, find_temporal_binary
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now (the OS picks it)."""
-    return free_ports(1)[0]
-
-
-def free_ports(n: int) -> list[int]:
-    """n distinct free ports: all bound at once so the OS cannot hand out one twice."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+from passhat.infra import search_attributes
+from passhat.infra.temporal_server import EmbeddedServer, find_temporal_binary
+from passhat.testing.harness import free_port, free_ports
 
 
 async def _started(home: Path) -> EmbeddedServer:

@@ -6,17 +6,16 @@ from __future__ import annotations
 import uuid
 from contextlib import asynccontextmanager
 
-from cli.launch import build_config, follow, start_run
-from infra.worker import build_worker
-from workflows.specs import RunSummary
+from passhat.cli.launch import build_config, follow, start_run
+from passhat.cli.worker import build_worker
+from passhat.contracts import RunSummary
 
 
 def config(**overrides):
     args = dict(
         run_id=f"t-{uuid.uuid4().hex[:8]}", domains=["airline"], task_ids=[],
         agent_models=["scripted/oracle"], user_model="scripted/oracle", trials=1,
-        concurrency=16, agent_args=None, user_args=None, max_steps=100, max_errors=10,
-        max_attempts=8, limit=None,
+        concurrency=16, agent_args=None, user_args=None, limit=None,
     )
     args.update(overrides)
     return build_config(**args)

@@ -33,11 +33,11 @@ from packaging.specifiers import SpecifierSet
 from sqlalchemy.engine import make_url
 from sqlmodel import SQLModel
 
-from infra import search_attributes
-from infra.store import Store
-from infra.temporal_server import find_temporal_binary
+from passhat.infra import search_attributes
+from passhat.infra.store import Store
+from passhat.infra.temporal_server import find_temporal_binary
 from tests.conftest import PG_ADMIN_URL
-from tests.fixtures_temporal import free_port
+from passhat.testing.harness import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -488,7 +488,9 @@ def test_dockerfile_installs_the_project(tmp_path):
         cwd=install_dir, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    built = {p.name for p in (out / "b" / "lib").iterdir()}
+    lib = out / "b" / "lib"
+    assert {p.name for p in lib.iterdir()} == {"passhat"}
+    built = {".".join(p.parent.relative_to(lib).parts) for p in lib.rglob("__init__.py")}
     assert built == set(PYPROJECT["tool"]["setuptools"]["packages"])
     entry_points = next(out.glob("*.egg-info")) / "entry_points.txt"
-    assert "passhat = cli.main:main" in entry_points.read_text()
+    assert "passhat = passhat.cli.main:main" in entry_points.read_text()

@@ -19,7 +19,7 @@ import litellm
 import openai
 import pytest
 
-from tests.fault_server import Fault, FaultServer, RandomFaults, SubprocessFaultServer
+from passhat.testing.fault_server import Fault, FaultServer, RandomFaults, SubprocessFaultServer
 
 TOOLS = [{
     "type": "function",

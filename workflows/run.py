@@ -8,16 +8,16 @@ nothing needs to be carried across."""
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 from pydantic import BaseModel
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError, ChildWorkflowError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    from activities.results import ResultActivities
-    from workflows.specs import RunConfig, RunSummary, TaskUnit
-    from workflows.task import TaskWorkflow
+    from passhat.activities.results import ResultActivities
+    from passhat.contracts import RunConfig, RunSummary, TaskUnit
+    from passhat.workflows.activity_options import bookkeeping
+    from passhat.workflows.task import TaskWorkflow
 
 BATCH = 250  # task workflows per execution: ~8 history events each, far below the limits
 
@@ -26,76 +26,78 @@ class RunRequest(BaseModel):
     config: RunConfig
     offset: int = 0  # units already handled by earlier executions (continue-as-new)
     batch: int = BATCH
-
-
-def expand(config: RunConfig) -> list[TaskUnit]:
-    """Every (agent model, domain, task) of the run, in a stable order."""
-    return [
-        TaskUnit(
-            run_id=config.run_id,
-            agent_model=model,
-            user_model=config.user_model,
-            domain=domain,
-            task_id=task_id,
-            trials=config.trials,
-            agent_args=config.agent_args,
-            user_args=config.user_args,
-            max_steps=config.max_steps,
-            max_errors=config.max_errors,
-            retry=config.retry,
-        )
-        for model in config.agent_models
-        for domain in config.domains
-        for task_id in config.task_ids[domain]
-    ]
+    failed: list[str] = []  # task workflows that failed in earlier executions
 
 
 @workflow.defn
 class RunWorkflow:
-    def __init__(self) -> None:
-        self.finished = 0
-
     @workflow.run
     async def run(self, req: RunRequest) -> RunSummary:
         config = req.config
-        units = expand(config)
+        units = config.units()
         batch = units[req.offset : req.offset + req.batch]
         # Concurrency counts conversations in flight; each task runs all its trials at once.
         window = max(1, config.concurrency // max(1, config.trials))
-        pending: set = set()
-        for unit in batch:
-            if len(pending) >= window:
-                done, still_running = await workflow.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                _raise_failures(done)
-                pending = set(still_running)
-            pending.add(asyncio.create_task(self._task(unit)))
-        if pending:
-            done, _ = await workflow.wait(pending)
-            _raise_failures(done)
+        # A list, not a set: its order is the same on every replay.
+        pending: list = []
+        failed = list(req.failed)
+        try:
+            for unit in batch:
+                if len(pending) >= window:
+                    done, _ = await workflow.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    failed += _failures(done)
+                    pending = [task for task in pending if task not in done]
+                pending.append(asyncio.create_task(self._task(unit)))
+            if pending:
+                done, _ = await workflow.wait(pending)
+                failed += _failures(done)
+        except asyncio.CancelledError:
+            # Cancel the task workflows too, and wait until they have stopped (each trial
+            # records itself as cancelled), so nothing of the run runs once it is cancelled.
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            raise
         if req.offset + req.batch < len(units):
-            workflow.continue_as_new(req.model_copy(update={"offset": req.offset + req.batch}))
+            workflow.continue_as_new(
+                req.model_copy(update={"offset": req.offset + req.batch, "failed": failed})
+            )
+        if failed:
+            # A task workflow fails only when its results could not be recorded (the store
+            # stayed down longer than the bookkeeping window). The other tasks have run to
+            # their end; the run fails, saying which, and resume runs them again.
+            raise ApplicationError(
+                f"{len(failed)} task(s) could not be recorded: {', '.join(failed[:5])}"
+                + (" ..." if len(failed) > 5 else "")
+                + f"; `passhat resume {config.run_id}` runs them again",
+                type="TasksFailed",
+                non_retryable=True,
+            )
+        await workflow.execute_activity_method(
+            ResultActivities.close_run, config.run_id, **bookkeeping(config.retry)
+        )
         return await workflow.execute_activity_method(
-            ResultActivities.summarize_run,
-            config.run_id,
-            start_to_close_timeout=timedelta(seconds=60),
-            retry_policy=RetryPolicy(maximum_attempts=10),
+            ResultActivities.summarize_run, config.run_id, **bookkeeping(config.retry)
         )
 
-    async def _task(self, unit: TaskUnit) -> None:
-        await workflow.execute_child_workflow(
-            TaskWorkflow.run,
-            unit,
-            id=unit.task_workflow_id,
-            static_summary=f"{unit.agent_model} on {unit.domain} task {unit.task_id}, {unit.trials} trials",
-        )
-        self.finished += 1
+    async def _task(self, unit: TaskUnit) -> str | None:
+        """Run one task workflow; its id if it failed."""
+        try:
+            await workflow.execute_child_workflow(
+                TaskWorkflow.run,
+                unit,
+                id=unit.task_workflow_id,
+                static_summary=f"{unit.agent_model} on {unit.domain} task {unit.task_id}, {unit.trials} trials",
+            )
+        except ChildWorkflowError as err:
+            if is_cancelled_exception(err):
+                raise
+            workflow.logger.warning("task %s failed: %s", unit.task_workflow_id, err.cause or err)
+            return unit.task_workflow_id
+        return None
 
-    @workflow.query
-    def tasks_finished(self) -> int:
-        return self.finished
 
-
-def _raise_failures(done) -> None:  # noqa: ANN001
-    """A task workflow that failed must fail the run, not vanish from its results."""
-    for task in done:
-        task.result()
+def _failures(done) -> list[str]:  # noqa: ANN001
+    """The ids of the task workflows among `done` that failed: they must fail the run in
+    the end, not vanish from its results."""
+    return [task.result() for task in done if task.result() is not None]

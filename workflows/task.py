@@ -4,35 +4,18 @@ the task's pass^j for every j <= number of evaluable trials once they finish."""
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    from activities.results import ResultActivities
-    from infra import search_attributes as sa
-    from workflows import metrics
-    from workflows.specs import TaskOutcome, TaskUnit
-    from workflows.trial import TrialWorkflow
-
-
-def task_outcome(unit: TaskUnit, outcomes) -> TaskOutcome:  # noqa: ANN001
-    """Trials that are not evaluable (infrastructure failures) are left out of pass^k."""
-    rewards = [o.reward for o in outcomes if o.evaluable and o.reward is not None]
-    successes = sum(metrics.is_success(r) for r in rewards)
-    return TaskOutcome(
-        run_id=unit.run_id,
-        agent_model=unit.agent_model,
-        user_model=unit.user_model,
-        domain=unit.domain,
-        task_id=unit.task_id,
-        trials=len(outcomes),
-        evaluable=len(rewards),
-        successes=successes,
-        avg_reward=sum(rewards) / len(rewards) if rewards else None,
-        pass_hat=metrics.pass_hat_curve(successes, len(rewards)) if rewards else {},
-    )
+    from passhat import metrics
+    from passhat.activities.results import ResultActivities
+    from passhat.contracts import TRIAL_RUNNING, TaskOutcome, TaskUnit, TrialOutcome
+    from passhat.infra import search_attributes as sa
+    from passhat.workflows.activity_options import bookkeeping
+    from passhat.workflows.trial import TrialWorkflow
 
 
 def trial_search_attributes(spec) -> TypedSearchAttributes:  # noqa: ANN001
@@ -42,7 +25,7 @@ def trial_search_attributes(spec) -> TypedSearchAttributes:  # noqa: ANN001
         SearchAttributePair(sa.AGENT_MODEL, spec.agent_model),
         SearchAttributePair(sa.DOMAIN, spec.domain),
         SearchAttributePair(sa.TASK, spec.task_id),
-        SearchAttributePair(sa.OUTCOME, "running"),
+        SearchAttributePair(sa.OUTCOME, TRIAL_RUNNING),
     ])
 
 
@@ -61,13 +44,20 @@ class TaskWorkflow:
                     static_summary=f"{spec.agent_model} on {spec.domain} task {spec.task_id}, trial {spec.trial_index}",
                 )
                 for spec in trials
-            )
+            ),
+            return_exceptions=True,
         )
-        outcome = task_outcome(unit, outcomes)
+        # A trial workflow that failed was not evaluable (it recorded why): it is left
+        # out of pass^k and never fails its siblings or the run.
+        for result in outcomes:
+            if isinstance(result, BaseException) and is_cancelled_exception(result):
+                raise result
+        rewards = [
+            o.reward for o in outcomes
+            if isinstance(o, TrialOutcome) and o.evaluable and o.reward is not None
+        ]
+        outcome = metrics.task_outcome(unit, rewards, trials=len(outcomes))
         await workflow.execute_activity_method(
-            ResultActivities.record_task,
-            outcome,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(maximum_attempts=10),
+            ResultActivities.record_task, outcome, **bookkeeping(unit.retry)
         )
         return outcome

@@ -6,31 +6,22 @@ the workflow's history grows linearly with the number of steps."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import asyncio
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    from activities.conversation import ConversationActivities
-    from activities.results import NotEvaluable, ResultActivities, ScoreRequest
-    from infra import search_attributes as sa
-    from workflows import metrics
-    from workflows.specs import StepRef, StepResult, TrialOutcome, TrialSpec
-
-# Bookkeeping activities touch only the store and the domain and take well under a
-# second: a short timeout is how Temporal notices that the worker running one died (they
-# do not heartbeat). A few quick retries, then the trial is recorded as not evaluable
-# rather than retried forever.
-_BOOKKEEPING = dict(
-    start_to_close_timeout=timedelta(seconds=30),
-    retry_policy=RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=10)),
-)
+    from passhat.activities.conversation import ConversationActivities
+    from passhat.activities.results import NotEvaluable, ResultActivities, ScoreRequest
+    from passhat.contracts import StepRef, StepResult, TrialOutcome, TrialSpec
+    from passhat.infra import search_attributes as sa
+    from passhat.workflows.activity_options import bookkeeping, model_call
 
 
 class Turns:
-    """tau2's turn-taking rules, as a small deterministic state machine."""
+    """tau2's orchestrator rules, as a small deterministic state machine: whose turn it
+    is, the step count, the tool errors, and why the conversation ended."""
 
     def __init__(self, spec: TrialSpec):
         self.spec = spec
@@ -43,19 +34,25 @@ class Turns:
     def apply(self, r: StepResult) -> None:
         if r.step == 0:  # the opening: greeting or the task's initial conversation
             self._route(r)
+            if r.is_stop:
+                self.termination_reason = "user_stop"
             return
         self.steps += 1
+        if r.failure:
+            # The model's output ended the conversation. tau2 records this as agent_error
+            # (whichever side failed) and checks nothing more.
+            self.termination_reason = "agent_error"
+            return
         if r.role == "tool":
             self.errors += r.tool_errors
             self.to_role = self.caller
-        elif r.is_empty:
-            self.termination_reason = "agent_error" if r.role == "assistant" else "user_error"
-            return
-        elif r.is_stop:
-            self.termination_reason = "user_stop"
-            return
         else:
+            if r.is_stop:
+                self.termination_reason = "user_stop"
             self._route(r)
+        # tau2 checks the limits after every step that is not followed by tool execution,
+        # in this order, each overriding what the step decided (a user stop on the last
+        # allowed step ends as max_steps).
         if self.to_role != "env":
             if self.steps >= self.spec.max_steps:
                 self.termination_reason = "max_steps"
@@ -77,11 +74,7 @@ class TrialWorkflow:
     async def run(self, spec: TrialSpec) -> TrialOutcome:
         outcome = await self._run(spec)
         # Shown in the UI: the outcome as a search attribute, reward and reason as memo.
-        label = (
-            ("success" if metrics.is_success(outcome.reward or 0.0) else "failure")
-            if outcome.evaluable
-            else "not_evaluable"
-        )
+        label = outcome.label
         workflow.upsert_search_attributes([sa.OUTCOME.value_set(label)])
         workflow.upsert_memo({
             "outcome": label,
@@ -92,28 +85,48 @@ class TrialWorkflow:
         workflow.set_current_details(
             f"**{label}**: reward {outcome.reward}, {outcome.termination_reason or outcome.error}"
         )
+        if not outcome.evaluable:
+            # Red in the Temporal UI, with the error; the task workflow records it, leaves
+            # it out of pass^k and lets the siblings finish, and resume runs it again.
+            raise ApplicationError(
+                f"not evaluable: {outcome.error}",
+                outcome,
+                type=outcome.error_class or "NotEvaluable",
+                non_retryable=True,
+            )
         return outcome
 
     async def _run(self, spec: TrialSpec) -> TrialOutcome:
-        start = await workflow.execute_activity_method(
-            ResultActivities.begin_trial, spec, **_BOOKKEEPING
-        )
-        if start.outcome is not None:  # already scored by an earlier execution: resume skips it
-            return start.outcome
-        turns = Turns(spec)
-        for recorded in start.steps:
-            turns.apply(recorded)
-        step = len(start.steps)
+        options = bookkeeping(spec.retry)
         try:
+            scored = await workflow.execute_activity_method(
+                ResultActivities.open_trial, spec, **options
+            )
+            if scored is not None:  # already scored by an earlier execution: resume skips it
+                return scored
+            recorded = await workflow.execute_activity_method(
+                ResultActivities.recorded_steps, spec, **options
+            )
+            turns = Turns(spec)
+            for result in recorded:
+                turns.apply(result)
+            step = len(recorded)
             while turns.termination_reason is None:
                 turns.apply(await self._step(spec, turns.to_role, step))
                 step += 1
             return await workflow.execute_activity_method(
                 ResultActivities.score_trial,
                 ScoreRequest(trial=spec, termination_reason=turns.termination_reason, n_steps=step),
-                **_BOOKKEEPING,
+                **options,
             )
-        except ActivityError as err:
+        except (ActivityError, asyncio.CancelledError) as err:
+            if is_cancelled_exception(err):
+                # The run is being cancelled: not the trial's failure. The trial says so in
+                # the store (its recorded steps stay), and resume continues it.
+                await workflow.execute_activity_method(
+                    ResultActivities.mark_cancelled, spec, **options
+                )
+                raise
             cause = err.cause
             error_class = cause.type if isinstance(cause, ApplicationError) and cause.type else (
                 type(cause).__name__ if cause else "ActivityError"
@@ -123,27 +136,17 @@ class TrialWorkflow:
             return await workflow.execute_activity_method(
                 ResultActivities.mark_not_evaluable,
                 NotEvaluable(trial=spec, error=message, error_class=error_class),
-                **_BOOKKEEPING,
+                **options,
             )
 
     async def _step(self, spec: TrialSpec, to_role: str, step: int) -> StepResult:
         ref = StepRef(trial=spec, step=step)
         if to_role == "env":
             return await workflow.execute_activity_method(
-                ConversationActivities.tool_turn, ref, **_BOOKKEEPING,
+                ConversationActivities.tool_turn, ref, **bookkeeping(spec.retry),
                 summary=f"tools, step {step}",
             )
-        r = spec.retry
-        options = dict(
-            start_to_close_timeout=timedelta(seconds=r.model_call_timeout_s + 30),
-            heartbeat_timeout=timedelta(seconds=r.heartbeat_timeout_s),
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(seconds=r.initial_interval_s),
-                backoff_coefficient=r.backoff,
-                maximum_interval=timedelta(seconds=r.max_interval_s),
-                maximum_attempts=r.max_attempts,
-            ),
-        )
+        options = model_call(spec.retry)
         if to_role == "assistant":
             return await workflow.execute_activity_method(
                 ConversationActivities.agent_turn, ref, **options,

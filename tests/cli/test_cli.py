@@ -6,14 +6,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
 
 def passhat(*args, env=None, timeout=300):
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "passhat.cli.main", *args],
         capture_output=True, text=True, timeout=timeout, env=env,
     )
 
@@ -30,17 +29,16 @@ def env(temporal_server, tmp_path):
     return e
 
 
-def test_help_is_fast_and_does_not_import_tau2():
-    start = time.monotonic()
+def test_help_does_not_import_tau2_or_litellm():
+    """The CLI module stays light (startup time is measured by bench/startup.py)."""
     out = subprocess.run(
-        [sys.executable, "-c", "import sys; from cli.main import app; "
+        [sys.executable, "-c", "import sys; from passhat.cli.main import app; "
          "assert 'tau2' not in sys.modules and 'litellm' not in sys.modules"],
         capture_output=True, text=True,
     )
     assert out.returncode == 0, out.stderr
     result = passhat("--help")
     assert result.returncode == 0 and "run" in result.stdout and "demo" in result.stdout
-    assert time.monotonic() - start < 30  # generous: the point is the import check above
 
 
 def test_run_json_prints_exactly_one_object(env):
@@ -56,7 +54,7 @@ def test_run_json_prints_exactly_one_object(env):
     assert row == {
         "agent_model": "scripted/oracle", "user_model": "scripted/oracle", "domain": "airline",
         "tasks": 2, "trials": 4, "evaluable": 4, "avg_reward": 1.0,
-        "pass_hat_k": {"1": 1.0, "2": 1.0},
+        "pass_hat_k": {"1": 1.0, "2": 1.0}, "pass_at_k": {"1": 1.0, "2": 1.0},
     }
     report = passhat("report", "cli-json", "--output", "json", env=env)
     assert report.returncode == 0 and json.loads(report.stdout) == body
@@ -70,3 +68,34 @@ def test_domains_and_tasks_listing(env):
     assert "airline\t50 tasks" in result.stdout and "retail\t114 tasks" in result.stdout
     tasks = passhat("tasks", "airline", env=env)
     assert tasks.returncode == 0 and len(tasks.stdout.strip().splitlines()) == 50
+
+
+def test_ctrl_c_on_run_says_how_to_resume(env, tmp_path):
+    """Ctrl-C stops the worker inside `passhat run`: the message names `passhat resume`."""
+    import signal
+    import time
+
+    from passhat.infra.store import Store
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "passhat.cli.main", "run", "--domain", "airline", "--task", "1",
+         "--agent-model", "scripted/oracle", "--user-model", "scripted/oracle",
+         "--agent-args", '{"latency": 2}', "--run-id", "interrupted"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        # Interrupt once the run is recorded and its first model step is on record.
+        store, deadline = None, time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if store is None and (tmp_path / "home" / "results.db").exists():
+                store = Store(f"sqlite:///{tmp_path / 'home' / 'results.db'}")
+            if store is not None and any(store.count_steps(t.trial_id) >= 2 for t in store.trials("interrupted")):
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "passhat resume interrupted" in stderr and "Traceback" not in stderr

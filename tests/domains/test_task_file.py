@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from domains.base import Message, ToolCall, UnknownDomainError
-from domains.registry import get_domain, register_domain
-from domains.task_file import (
+from passhat.contracts import Message, ToolCall
+from passhat.domains.base import UnknownDomainError
+from passhat.domains.registry import get_domain, register_domain
+from passhat.domains.task_file import (
     TaskFileError,
     custom_domain_name,
     read_task_list,
@@ -218,7 +219,7 @@ def test_reading_and_validating_separately_gives_tau2_tasks(tmp_path):
 
 def passhat(*args, env, cwd=None):  # noqa: ANN001, ANN002
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "passhat.cli.main", *args],
         capture_output=True, text=True, timeout=300, env=env, cwd=cwd,
     )
 

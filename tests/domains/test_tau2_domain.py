@@ -14,16 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from domains.base import (
-    Message,
-    Score,
-    TaskInfo,
-    ToolCall,
-    UnknownDomainError,
-    UnknownTaskError,
-)
-from domains.registry import domain_names, get_domain, register_domain
-from domains.tau2_domain import Tau2Domain
+from passhat.contracts import Message, Score, TaskInfo, ToolCall
+from passhat.domains.base import UnknownDomainError, UnknownTaskError
+from passhat.domains.registry import domain_names, get_domain, register_domain
+from passhat.domains.tau2_domain import Tau2Domain
 
 REPO = Path(__file__).resolve().parents[2]
 GREETING = "Hi! How can I help you today?"
@@ -124,7 +118,7 @@ def test_reward_equals_tau2_with_its_own_environment(name, task_id):
     from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
     from tau2.registry import registry
 
-    from domains.tau2_domain import _to_tau2_trajectory
+    from passhat.domains.tau2_domain import _to_tau2_trajectory
 
     domain = get_domain(name)
     task_id = task_id or domain.task_ids()[0]
@@ -159,14 +153,30 @@ def test_reward_equals_tau2_with_its_own_environment(name, task_id):
 def test_cached_database_copy_equals_tau2s(name):
     from tau2.registry import registry
 
-    from domains.tau2_domain import _data
+    from passhat.domains.tau2_domain import _data
 
     fresh = _data(name).new_environment()
     original = registry.get_env_constructor(name)()
     assert fresh.tools.db == original.tools.db
-    assert fresh.tools.db is not _data(name).new_environment().tools.db
     if original.user_tools is not None:
         assert fresh.user_tools.db == original.user_tools.db
+    # A conversation's writes stay in its own copy: the next copy is pristine.
+    assert empty_containers(fresh.tools.db) > 0
+    assert fresh.tools.db != original.tools.db
+    assert _data(name).new_environment().tools.db == original.tools.db
+
+
+def empty_containers(model) -> int:  # noqa: ANN001 - a pydantic model
+    """Clear every non-empty dict and list in a model, nested models included."""
+    cleared = 0
+    for field in type(model).model_fields:
+        value = getattr(model, field)
+        if isinstance(value, (dict, list)) and value:
+            value.clear()
+            cleared += 1
+        elif hasattr(type(value), "model_fields"):
+            cleared += empty_containers(value)
+    return cleared
 
 
 def test_premature_termination_scores_zero():

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.durability.harness import Passhat, WorkerProcess
-from tests.fault_server import FaultServer
-from tests.scripted_http import ScriptedResponder
+from passhat.testing.harness import Passhat, stopping_workers
+from passhat.testing.fault_server import FaultServer
+from passhat.testing.scripted_http import ScriptedResponder
 
 @pytest.fixture
 def responder():
@@ -28,32 +28,24 @@ def model_server(responder):
 def passhat_procs(fresh_temporal_server, tmp_path):
     """passhat processes on the test's own Temporal server; workers it started are
     stopped at teardown whatever state the test left them in."""
-    env = Passhat(home=tmp_path / "home", temporal_address=fresh_temporal_server.address)
-    started: list[WorkerProcess] = []
-    original = env.start_worker
+    yield from stopping_workers(
+        Passhat(home=tmp_path / "home", temporal_address=fresh_temporal_server.address)
+    )
 
-    def start_worker(*extra: str) -> WorkerProcess:
-        w = original(*extra)
-        started.append(w)
-        return w
 
-    env.start_worker = start_worker  # type: ignore[method-assign]
-    yield env
-    for w in started:
-        w.stop()
 
 
 @pytest.fixture
 async def client(temporal_server):
     """A client on the session's shared dev server (tests using it pick their own queue)."""
-    from infra.temporal_server import connect
+    from passhat.infra.temporal_server import connect
 
     return await connect(temporal_server.address)
 
 
 @pytest.fixture
 def sqlite_store(tmp_path):
-    from infra.store import Store
+    from passhat.infra.store import Store
 
     s = Store(f"sqlite:///{tmp_path / 'results.db'}")
     yield s

@@ -32,16 +32,16 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
-from cli.launch import follow, start_run
-from infra.worker import WORKFLOWS
-from tests.durability.harness import workflow_ids
-from tests.fault_server import Fault
-from tests.scripted_http import expected_reward, http_args
+from passhat.cli.launch import follow, start_run
+from passhat.cli.worker import WORKFLOWS
+from passhat.testing.harness import workflow_ids
+from passhat.testing.fault_server import Fault
+from passhat.testing.scripted_http import expected_reward, http_args
 from tests.runs import config, worker_for
-from workflows.run import RunWorkflow
-from workflows.specs import TrialOutcome, TrialSpec
-from workflows.task import TaskWorkflow
-from workflows.trial import TrialWorkflow
+from passhat.workflows.run import RunWorkflow
+from passhat.contracts import TrialOutcome, TrialSpec
+from passhat.workflows.task import TaskWorkflow
+from passhat.workflows.trial import TrialWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
 RUN_ID = "replay-fixture"
@@ -83,7 +83,6 @@ async def record_run(client, store, srv, responder) -> dict[str, WorkflowHistory
         agent_args=args, user_args=args,
     )
     cfg.retry.initial_interval_s = 0.1
-    responder.expect_run(cfg)
     srv.set_faults(OracleAgentRateLimitedOnce())
     async with worker_for(client, store) as queue:
         handle = await start_run(client, store, cfg, task_queue=queue)
@@ -124,7 +123,10 @@ async def test_live_histories_replay(client, sqlite_store, model_server, respond
     # The run exercised each path the committed files are meant to cover.
     assert {t.status for t in trials.values()} == {"scored", "not_evaluable"}
     assert {t.reward for t in trials.values() if t.status == "scored"} == {0.0, 1.0}
-    assert sum(expected_reward(t.agent_model, t.seed) == 0.0 for t in trials.values() if "noisy" in t.agent_model) >= 1
+    assert sum(
+        expected_reward(t.agent_model, t.seed, t.domain, t.task_id) == 0.0
+        for t in trials.values() if "noisy" in t.agent_model
+    ) >= 1
     assert {workflow_type(h) for h in histories.values()} == {"RunWorkflow", "TaskWorkflow", "TrialWorkflow"}
 
     async def each():

@@ -1,4 +1,4 @@
-"""The scripted model over HTTP (tests/scripted_http.py) answers exactly as the in-process
+"""The scripted model over HTTP (passhat.testing.scripted_http) answers exactly as the in-process
 scripted provider does, so the durability tests measure passhat, not the stand-in."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from domains.registry import get_domain
-from tests.scripted_http import (
+from passhat.domains.registry import get_domain
+from passhat.testing.scripted_http import (
     ScriptedHTTPError,
     ScriptedResponder,
     expected_reward,
@@ -16,7 +16,7 @@ from tests.scripted_http import (
     opening_request,
 )
 from tests.runs import config, run_to_end
-from workflows.specs import AGENT_GREETING, trial_seed
+from passhat.contracts import AGENT_GREETING, trial_seeds
 
 
 @pytest.fixture(scope="module")
@@ -48,36 +48,45 @@ def test_user_and_agent_sides_are_told_apart(airline_responder):
     assert agent["tool_calls"][0]["function"] == {"name": gold.name, "arguments": json.dumps(gold.arguments)}
 
 
-def test_noisy_draw_is_infra_scripted_s():
-    """Same seed, same draw: the reward predicted for openai/noisy-P is what the
-    in-process scripted/noisy-P provider gets."""
-    seeds = [trial_seed("r", "m", "airline", "2", i) for i in range(40)]
-    outcomes = [expected_reward("openai/noisy-0.7", s) for s in seeds]
-    assert outcomes == [expected_reward("scripted/noisy-0.7", s) for s in seeds]
+def test_noisy_draw_is_the_in_process_one():
+    """Same seed and task, same draw: the reward predicted for openai/noisy-P is what the
+    in-process scripted/noisy-P provider gets, and the draw differs between tasks that
+    share a trial's seed."""
+    seeds = trial_seeds(300, 40)
+    outcomes = [expected_reward("openai/noisy-0.7", s, "airline", "2") for s in seeds]
+    assert outcomes == [expected_reward("scripted/noisy-0.7", s, "airline", "2") for s in seeds]
     assert 0 < sum(outcomes) < 40
+    per_task = [expected_reward("openai/noisy-0.5", seeds[0], "airline", t) for t in map(str, range(20))]
+    assert 0 < sum(per_task) < 20
     r = ScriptedResponder(["airline"])
     for s, o in zip(seeds[:6], outcomes):
         assert (r.answer(agent_body("2", "noisy-0.7", s))["content"] == "") == (o == 0.0)
 
 
 def test_lookalike_tasks(airline_responder):
-    # Airline tasks 15 and 16 look the same and answer the same: no seed needed.
+    # Airline tasks 15 and 16 make the same request; each answers its own gold action.
     d = get_domain("airline")
-    assert opening_request(d.task("15")) == opening_request(d.task("16"))
-    assert airline_responder.answer(agent_body("16"))["tool_calls"][0]["id"] == "gold-0"
-    # Two mock tasks open alike but need different actions: the trial seed decides.
+    assert d.task("15").reason_for_call == d.task("16").reason_for_call
+    for task_id in ("15", "16"):
+        gold = d.task(task_id).gold_actions[0]
+        call = airline_responder.answer(agent_body(task_id))["tool_calls"][0]["function"]
+        assert call == {"name": gold.name, "arguments": json.dumps(gold.arguments)}
+    # Two mock tasks whose requests read alike but need different actions: the task id
+    # that closes the scripted user's request tells them apart.
     a, b = "update_task_with_initialization_data", "update_task_with_initialization_actions"
     mock = get_domain("mock")
-    assert opening_request(mock.task(a)) == opening_request(mock.task(b))
+    assert mock.task(a).reason_for_call == mock.task(b).reason_for_call
+    assert opening_request(mock.task(a)) != opening_request(mock.task(b))
     r = ScriptedResponder(["mock"])
-    with pytest.raises(ScriptedHTTPError, match="expect_run"):
-        r.answer(agent_body(b, domain="mock"))
-    r.expect_run(config(run_id="lookalike", domains=["mock"], task_ids=[a, b], agent_models=["openai/oracle"]))
     for task_id in (a, b):
-        seed = trial_seed("lookalike", "openai/oracle", "mock", task_id, 0)
         gold = mock.task(task_id).gold_actions[0]
-        call = r.answer(agent_body(task_id, seed=seed, domain="mock"))["tool_calls"][0]["function"]
+        call = r.answer(agent_body(task_id, domain="mock"))["tool_calls"][0]["function"]
         assert call == {"name": gold.name, "arguments": json.dumps(gold.arguments)}
+    # A request that matches tasks answering differently is refused, not guessed.
+    body = agent_body(a, domain="mock")
+    body["messages"][-1]["content"] = mock.task(a).reason_for_call
+    with pytest.raises(ScriptedHTTPError, match="matches no task"):
+        r.answer(body)
 
 
 async def test_http_conversations_equal_in_process_ones(client, sqlite_store, model_server, responder):

@@ -22,8 +22,9 @@ from collections import Counter
 
 from temporalio.api.enums.v1 import EventType
 
-from cli.launch import follow, start_run
-from tests.durability.harness import (
+from passhat.cli.launch import follow, start_run
+from passhat.contracts import EMPTY_REPLY, EMPTY_REPLY_RETRIES
+from passhat.testing.harness import (
     TASKS,
     expected_rewards,
     model_steps,
@@ -32,8 +33,8 @@ from tests.durability.harness import (
     trial_specs,
     until,
 )
-from tests.fault_server import Fault, RandomFaults
-from tests.scripted_http import http_args
+from passhat.testing.fault_server import Fault, RandomFaults
+from passhat.testing.scripted_http import http_args
 from tests.runs import config, worker_for
 
 FAULTS = RandomFaults(
@@ -41,6 +42,20 @@ FAULTS = RandomFaults(
     kinds=[Fault("429", retry_after=1), "500", Fault("503", retry_after=1), "drop", "timeout"],
     seed=11,
 )
+
+
+def sparing_empty_answers(responder):  # noqa: ANN001, ANN201
+    """FAULTS, except on requests the scripted agent answers empty: those are asked again
+    within one activity (tau2's resends), and a fault there would start the resends over,
+    which the exact count of served calls below does not model."""
+
+    def plan(n: int, body: dict):  # noqa: ANN202
+        reply = responder.answer(body)
+        if not (reply.get("content") or "").strip() and not reply.get("tool_calls"):
+            return None
+        return FAULTS(n, body)
+
+    return plan
 # What infra.llm classifies each fault as: the failure type recorded in Temporal.
 ERROR_CLASS = {
     "429": "RateLimitError",
@@ -69,7 +84,7 @@ async def test_transient_faults_are_retried_never_scored(client, sqlite_store, m
     responder.latency = 0.05
     args = json.dumps(http_args(srv.url))
     cfg = config(
-        task_ids=TASKS, agent_models=["openai/oracle", "openai/noisy-0.7"],
+        task_ids=TASKS, agent_models=["openai/noisy-0.7"],
         user_model="openai/oracle", trials=2, concurrency=8, agent_args=args, user_args=args,
     )
     # Short enough that a held request ("timeout") costs two seconds, not five minutes.
@@ -77,8 +92,7 @@ async def test_transient_faults_are_retried_never_scored(client, sqlite_store, m
     cfg.retry.initial_interval_s = 0.2
     cfg.retry.max_interval_s = 2.0
     cfg.retry.max_attempts = 20  # 0.25^20: no call may run out of attempts
-    responder.expect_run(cfg)
-    srv.set_faults(FAULTS)
+    srv.set_faults(sparing_empty_answers(responder))
 
     async with worker_for(client, store) as queue:
         handle = await start_run(client, store, cfg, task_queue=queue)
@@ -97,8 +111,9 @@ async def test_transient_faults_are_retried_never_scored(client, sqlite_store, m
 
     # Not one trial scored (or left out) because of a fault: the clean run's rewards.
     assert store_integrity(store, cfg) == []
-    assert rewards(store, cfg.run_id) == expected_rewards(cfg)
-    assert all(r == 1.0 for t, r in rewards(store, cfg.run_id).items() if "/openai/oracle/" in t)
+    want = expected_rewards(cfg)
+    assert rewards(store, cfg.run_id) == want
+    assert 0 < sum(want.values()) < len(want)  # both outcomes occur
     assert sum(r.evaluable for r in summary.results) == len(trial_specs(cfg))
 
     # Each failed request is one failed attempt: the attempts recorded in the histories
@@ -115,5 +130,10 @@ async def test_transient_faults_are_retried_never_scored(client, sqlite_store, m
                 last_failures[started.last_failure.application_failure_info.type] += 1
     assert extra_attempts == sum(faults.values())
     assert set(last_failures) <= set(ERROR_CLASS.values()) and len(last_failures) >= 4, last_failures
-    # No model call was answered twice: retries happen only for failed requests.
-    assert srv.served == model_steps(store, cfg.run_id)
+    # No model call was answered twice: retries happen only for failed requests. A step
+    # whose answers stayed empty was asked 1 + EMPTY_REPLY_RETRIES times by design.
+    empty = sum(
+        s.failure_class == EMPTY_REPLY for t in trial_specs(cfg) for s in store.steps(t.trial_id)
+    )
+    assert empty > 0
+    assert srv.served == model_steps(store, cfg.run_id) + EMPTY_REPLY_RETRIES * empty

@@ -3,8 +3,8 @@ parsed without crashing on malformed output, and provider errors are classified.
 
 import pytest
 
-from infra import llm
-from tests.fault_server import Fault, FaultServer
+from passhat.infra import llm
+from passhat.testing.fault_server import Fault, FaultServer
 
 TOOLS = [{
     "type": "function",
@@ -71,6 +71,37 @@ async def test_provider_errors_are_classified(fault, error_class, transient, ret
         assert srv.received == 1  # litellm's own retries are off: Temporal owns retrying
     err = info.value
     assert (err.error_class, err.transient, err.retry_after_s) == (error_class, transient, retry_after)
+    # One clean line: the class once, a status only when a server answered with one.
+    message = str(err)
+    assert message.count(error_class) == 1 and "\n" not in message, message
+    assert ("HTTP" in message) == (fault != "drop"), message
+
+
+@pytest.mark.parametrize(
+    "headers, seconds",
+    [
+        ({"retry-after": "12"}, 12.0),
+        ({"retry-after-ms": "1500"}, 1.5),
+        ({"retry-after": "__DATE_IN_30S__"}, 30.0),
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),  # in the past: now
+        ({"retry-after": "soon"}, None),
+    ],
+)
+def test_retry_after_in_seconds_milliseconds_or_http_date(headers, seconds):
+    import time
+    from email.utils import formatdate
+
+    headers = {k: formatdate(time.time() + 30, usegmt=True) if v == "__DATE_IN_30S__" else v
+               for k, v in headers.items()}
+
+    class ProviderError(Exception):
+        litellm_response_headers = headers
+
+    got = llm.retry_after_seconds(ProviderError())
+    if seconds is None:
+        assert got is None
+    else:
+        assert got == pytest.approx(seconds, abs=1.5)
 
 
 async def test_timeout_is_transient():
@@ -88,7 +119,7 @@ async def test_unknown_model_is_deterministic():
 
 
 def test_views_follow_tau2_history_rules():
-    from domains.base import Message, ToolCall
+    from passhat.contracts import Message, ToolCall
 
     convo = [
         Message(role="assistant", content="Hi"),

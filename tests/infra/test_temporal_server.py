@@ -16,8 +16,8 @@ from temporalio.api.operatorservice.v1 import RemoveSearchAttributesRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from infra import search_attributes as sa
-from infra.temporal_server import (
+from passhat.infra import search_attributes as sa
+from passhat.infra.temporal_server import (
     EmbeddedServer,
     TemporalServerError,
     TemporalUnreachable,

@@ -8,12 +8,13 @@ import subprocess
 import sys
 from collections import defaultdict
 
-from domains.registry import get_domain
-from infra import scripted
-from infra.store import Store
-from tests.fault_server import FaultServer
+from passhat.domains.registry import get_domain
+from passhat.domains import scripted
+from passhat.infra.store import Store
+from passhat.testing.fault_server import FaultServer
+from passhat.testing.scripted_http import http_args
 from tests.otlp_receiver import OtlpReceiver
-from workflows.specs import trial_seed
+from passhat.contracts import DEFAULT_SEED, trial_seeds
 
 TASK = "1"  # an airline task whose gold actions call tools
 RUN = "traced"
@@ -25,7 +26,7 @@ def oracle_agent(body: dict) -> dict:
 
 
 def test_one_trace_per_trial_with_genai_spans_and_the_failing_step(temporal_server, tmp_path):
-    failing_seed = trial_seed(RUN, AGENT, "airline", TASK, 2)
+    failing_seed = trial_seeds(DEFAULT_SEED, 3)[2]  # trial 2 of the run
     with OtlpReceiver() as receiver, FaultServer(
         responder=oracle_agent,
         faults=lambda n, body: "401" if body.get("seed") == failing_seed else None,
@@ -41,9 +42,9 @@ def test_one_trace_per_trial_with_genai_spans_and_the_failing_step(temporal_serv
         )
         env.pop("PASSHAT_DB_URL", None)
         result = subprocess.run(
-            [sys.executable, "-m", "cli.main", "run", "--domain", "airline", "--task", TASK,
+            [sys.executable, "-m", "passhat.cli.main", "run", "--domain", "airline", "--task", TASK,
              "--agent-model", AGENT, "--user-model", "scripted/oracle", "--trials", "3",
-             "--run-id", RUN, "--agent-args", json.dumps({"api_base": srv.url + "/v1", "api_key": "x"}),
+             "--run-id", RUN, "--agent-args", json.dumps(http_args(srv.url)),
              "--output", "json"],
             capture_output=True, text=True, env=env, timeout=300,
         )
@@ -53,7 +54,7 @@ def test_one_trace_per_trial_with_genai_spans_and_the_failing_step(temporal_serv
         spans = list(receiver.spans)  # the CLI flushed its spans before exiting
 
         listing = subprocess.run(
-            [sys.executable, "-m", "cli.main", "trials", RUN, "--failed"],
+            [sys.executable, "-m", "passhat.cli.main", "trials", RUN, "--failed"],
             capture_output=True, text=True, env={**env, "COLUMNS": "400"}, timeout=60,
         )
 

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-import pytest
+import json
 
-from workflows import metrics
-from tests.runs import config, run_to_end
+import pytest
+from temporalio.api.enums.v1 import EventType
+
+from passhat import metrics
+from passhat.cli.launch import follow, start_run
+from passhat.contracts import is_success
+from passhat.testing.fault_server import FaultServer
+from passhat.testing.scripted_http import ScriptedResponder, http_args
+from tests.runs import config, run_to_end, worker_for
 
 
 async def test_oracle_scores_every_trial(client, store):
@@ -36,7 +43,7 @@ async def test_noisy_agent_pass_hat_matches_recorded_rewards(client, sqlite_stor
     for t in store.trials(cfg.run_id):
         per_task.setdefault(t.task_id, []).append(t.reward)
     curves = [
-        metrics.pass_hat_curve(sum(metrics.is_success(r) for r in rewards), len(rewards))
+        metrics.pass_hat_curve(sum(is_success(r) for r in rewards), len(rewards))
         for rewards in per_task.values()
     ]
     assert row.pass_hat_k == pytest.approx(metrics.mean_over_tasks(curves))
@@ -46,14 +53,39 @@ async def test_noisy_agent_pass_hat_matches_recorded_rewards(client, sqlite_stor
     assert failures and all(t.termination_reason == "agent_error" for t in failures)
 
 
-async def test_same_run_id_attaches_without_new_model_calls(client, sqlite_store):
+async def test_same_run_id_attaches_and_resume_reruns_nothing(client, sqlite_store):
+    """Starting a finished run's id again attaches to its result; resuming it runs its
+    workflows again, and every trial finds its score and stops there: no model call
+    reaches the provider, no step is written, no activity but the opening one runs."""
     store = sqlite_store
-    cfg = config(limit=2)
-    first = await run_to_end(client, store, cfg)
-    steps_before = {t.trial_id: store.count_steps(t.trial_id) for t in store.trials(cfg.run_id)}
-    again = await run_to_end(client, store, cfg)
-    assert again == first
-    assert {t.trial_id: store.count_steps(t.trial_id) for t in store.trials(cfg.run_id)} == steps_before
+    responder = ScriptedResponder(["airline"])
+    with FaultServer(responder=responder.answer) as srv:
+        http = json.dumps(http_args(srv.url))
+        cfg = config(agent_models=["openai/oracle"], user_model="openai/oracle",
+                     agent_args=http, user_args=http, limit=2, trials=2)
+        first = await run_to_end(client, store, cfg)
+        assert first.results[0].pass_hat_k == {"1": 1.0, "2": 1.0}
+        calls = srv.received
+        steps = {t.trial_id: store.count_steps(t.trial_id) for t in store.trials(cfg.run_id)}
+
+        assert await run_to_end(client, store, cfg) == first
+        assert srv.received == calls
+
+        async with worker_for(client, store) as queue:
+            handle = await start_run(client, store, cfg, task_queue=queue, resume=True)
+            resumed = await follow(handle, store, cfg.run_id, lambda *a: None, poll_s=0.2)
+        assert resumed == first
+        assert srv.received == calls, "resuming a finished run called the provider"
+    assert {t.trial_id: store.count_steps(t.trial_id) for t in store.trials(cfg.run_id)} == steps
+    for trial_id in steps:
+        # The trial workflow's newest execution (the resumed one) only opened the trial.
+        history = await client.get_workflow_handle(trial_id).fetch_history()
+        activities = [
+            e.activity_task_scheduled_event_attributes.activity_type.name
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        ]
+        assert activities == ["open_trial"], activities
 
 
 async def test_task_with_an_initial_conversation_continues_from_it(client, sqlite_store):

@@ -1,37 +1,67 @@
-"""A model that answers badly is the agent's failure, scored by tau2's rules; it never
-crashes a worker and never makes a trial not evaluable."""
+"""A model whose own output breaks the conversation fails as tau2 fails it: the trial
+ends as agent_error with reward 0 and counts in pass^k, with the failure's class and the
+side that produced it on the trial. It never crashes a worker and never makes the trial
+not evaluable. Answering invalid arguments with a tool error instead is an opt-in
+departure, recorded on the run and printed in its report."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.fault_server import FaultServer
+from passhat.testing.fault_server import FaultServer
 from tests.runs import config, run_to_end
 
 BAD_ARGS = {"tool_calls": [{"name": "get_user_details", "arguments": '{"user_id": '}]}
+EMPTY_ARGS = {"tool_calls": [{"name": "get_user_details", "arguments": ""}]}
 UNKNOWN_TOOL = {"tool_calls": [{"name": "teleport_user", "arguments": "{}"}]}
 
 
 @pytest.mark.parametrize(
-    "answer, faults, termination",
+    "answer, faults, termination, failure, agent_requests",
     [
-        (BAD_ARGS, None, "too_many_errors"),  # each invalid call is a tool error
-        (UNKNOWN_TOOL, None, "too_many_errors"),
-        ("ok", lambda n, body: "empty_choices", "agent_error"),  # no message at all
+        (BAD_ARGS, None, "agent_error", "InvalidToolArguments", 1),
+        (EMPTY_ARGS, None, "agent_error", "InvalidToolArguments", 1),  # json.loads("") fails
+        ("ok", lambda n, body: "empty_choices", "agent_error", "EmptyReply", 4),  # 3 resends
+        ("ok", lambda n, body: "context_window", "agent_error", "ContextWindowExceededError", 1),
+        (UNKNOWN_TOOL, None, "too_many_errors", None, 3),  # a tool error each, max_errors 3
     ],
-    ids=["invalid-json-arguments", "unknown-tool", "empty-choices"],
+    ids=["invalid-json-arguments", "empty-arguments", "empty-reply", "context-window", "unknown-tool"],
 )
-async def test_malformed_agent_output_is_scored_as_failure(client, sqlite_store, answer, faults, termination):
+async def test_malformed_agent_output_is_the_agents_failure(
+    client, sqlite_store, answer, faults, termination, failure, agent_requests
+):
     with FaultServer(responder=lambda body: answer, faults=faults) as srv:
         cfg = config(
             agent_models=["openai/broken"], task_ids=["1"], max_errors=3,
-            agent_args=f'{{"api_base": "{srv.url}/v1", "api_key": "x"}}',
+            agent_args=f'{{"api_base": "{srv.url}/v1", "api_key_env": "PASSHAT_TEST_API_KEY"}}',
         )
         summary = await run_to_end(client, sqlite_store, cfg)
+        assert srv.received == agent_requests
     [row] = summary.results
-    assert (row.evaluable, row.avg_reward) == (1, 0.0)
+    assert (row.evaluable, row.avg_reward, row.pass_hat_k) == (1, 0.0, {"1": 0.0})
     [trial] = sqlite_store.trials(cfg.run_id)
-    assert trial.termination_reason == termination
+    assert (trial.status, trial.reward, trial.termination_reason) == ("scored", 0.0, termination)
+    assert (trial.error_class, trial.error_side) == (failure, "agent" if failure else None)
     tool_answers = [m for m in sqlite_store.messages(trial.trial_id) if m.role == "tool"]
-    if termination == "too_many_errors":
+    if failure:
+        assert tool_answers == []  # nothing was executed
+        assert sqlite_store.steps(trial.trial_id)[-1].failure_class == failure
+    else:
         assert len(tool_answers) == 3 and all(m.error for m in tool_answers)
+
+
+async def test_lenient_tool_arguments_is_an_opt_in_departure(client, sqlite_store):
+    with FaultServer(responder=lambda body: BAD_ARGS) as srv:
+        cfg = config(
+            agent_models=["openai/broken"], task_ids=["1"], max_errors=3, lenient_tool_args=True,
+            agent_args=f'{{"api_base": "{srv.url}/v1", "api_key_env": "PASSHAT_TEST_API_KEY"}}',
+        )
+        summary = await run_to_end(client, sqlite_store, cfg)
+    assert summary.departures and "lenient tool arguments" in summary.departures[0]
+    [trial] = sqlite_store.trials(cfg.run_id)
+    assert trial.termination_reason == "too_many_errors" and trial.error_class is None
+    answers = [m for m in sqlite_store.messages(trial.trial_id) if m.role == "tool"]
+    assert len(answers) == 3 and all("not valid JSON" in (m.content or "") for m in answers)
+    # The departure is part of what the run measures: it is in the fingerprint.
+    strict = cfg.model_copy(update={"lenient_tool_arguments": False})
+    assert strict.fingerprint() != cfg.fingerprint()

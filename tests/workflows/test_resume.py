@@ -4,18 +4,21 @@ over real HTTP by the loopback fault server, playing the oracle for the task."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
+import pytest
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import ActivityEnvironment
 
-from activities.conversation import ConversationActivities
-from activities.results import ResultActivities, ScoreRequest
-from cli.launch import cancel_run, follow, start_run
-from domains.registry import get_domain
-from infra import scripted
-from tests.fault_server import FaultServer
+from passhat.activities.conversation import ConversationActivities
+from passhat.cli.launch import cancel_run, follow, start_run
+from passhat.domains.registry import get_domain
+from passhat.domains import scripted
+from passhat.testing.fault_server import FaultServer
+from passhat.testing.harness import trial_specs, until
+from passhat.testing.scripted_http import ScriptedResponder, message_text, opening_request
 from tests.runs import config, run_to_end, worker_for
-from workflows.run import expand
-from workflows.specs import StepRef
+from passhat.contracts import StepRef
 
 TASK = "0"
 
@@ -25,10 +28,10 @@ def oracle_agent(body: dict) -> dict:
 
 
 def http_config(srv, **overrides):
-    return config(
-        agent_models=["openai/agent"], task_ids=[TASK], trials=2,
-        agent_args=f'{{"api_base": "{srv.url}/v1", "api_key": "x"}}', **overrides,
-    )
+    return config(**{
+        "agent_models": ["openai/agent"], "task_ids": [TASK], "trials": 2,
+        "agent_args": f'{{"api_base": "{srv.url}/v1", "api_key_env": "PASSHAT_TEST_API_KEY"}}', **overrides,
+    })
 
 
 async def test_permanent_error_is_not_evaluable_then_resume_completes(client, sqlite_store):
@@ -43,6 +46,19 @@ async def test_permanent_error_is_not_evaluable_then_resume_completes(client, sq
         assert all(t.error_class == "AuthenticationError" and "401" in t.error for t in trials)
         assert srv.received == 2  # deterministic errors are not retried
         recorded = {t.trial_id: store.count_steps(t.trial_id) for t in trials}
+        # Red in the Temporal UI: each trial workflow failed with the provider's error
+        # class, while its task and the run completed.
+        for t in trials:
+            desc = await client.get_workflow_handle(t.trial_id).describe()
+            assert desc.status == WorkflowExecutionStatus.FAILED
+            history = await client.get_workflow_handle(t.trial_id).fetch_history()
+            failure = history.events[-1].workflow_execution_failed_event_attributes.failure
+            assert failure.application_failure_info.type == "AuthenticationError"
+            assert "not evaluable" in failure.message and "401" in failure.message
+        task_id = cfg.units()[0].task_workflow_id
+        for wf_id in (task_id, cfg.run_id):
+            desc = await client.get_workflow_handle(wf_id).describe()
+            assert desc.status == WorkflowExecutionStatus.COMPLETED, wf_id
 
         srv.set_faults(None)  # the configuration is fixed
         async with worker_for(client, store) as queue:
@@ -52,6 +68,8 @@ async def test_permanent_error_is_not_evaluable_then_resume_completes(client, sq
     assert (row.evaluable, row.pass_hat_k) == (2, {"1": 1.0, "2": 1.0})
     for t in store.trials(cfg.run_id):
         assert t.status == "scored" and t.attempts == 2 and t.reward == 1.0
+        desc = await client.get_workflow_handle(t.trial_id).describe()
+        assert desc.status == WorkflowExecutionStatus.COMPLETED
         steps = store.steps(t.trial_id)
         assert [s.step for s in steps] == list(range(len(steps)))
         assert len(steps) > recorded[t.trial_id]  # earlier steps kept, the rest added
@@ -68,44 +86,147 @@ async def test_transient_errors_exhausted_are_not_evaluable(client, sqlite_store
     assert {t.error_class for t in sqlite_store.trials(cfg.run_id)} == {"ServiceUnavailableError"}
 
 
+async def test_a_provider_outage_within_the_retry_window_is_ridden_out(client, sqlite_store):
+    """Retries are bounded by time, not a handful of attempts: 12 failures in a row
+    (more than the 8 attempts that used to be the limit) and the trial still scores."""
+    outage = 12
+    with FaultServer(responder=ScriptedResponder(["airline"]).answer,
+                     faults=lambda n, body: "503" if n < outage else None) as srv:
+        cfg = http_config(srv, trials=1, task_ids=["1"], agent_models=["openai/oracle"])
+        assert cfg.retry.max_attempts == 0  # no limit on attempts by default
+        cfg.retry.initial_interval_s = 0.05
+        cfg.retry.max_interval_s = 0.1
+        summary = await run_to_end(client, sqlite_store, cfg)
+        assert srv.counts["503"] == outage
+    assert (summary.results[0].evaluable, summary.results[0].avg_reward) == (1, 1.0)
+
+
+async def test_retries_stop_when_the_window_closes(client, sqlite_store):
+    with FaultServer(faults=lambda n, body: "503") as srv:
+        cfg = http_config(srv, trials=1, retry_for="3s")
+        cfg.retry.initial_interval_s = 0.05
+        cfg.retry.max_interval_s = 0.2
+        summary = await run_to_end(client, sqlite_store, cfg)
+        assert srv.received > 3  # retried within the window ...
+    assert summary.results[0].evaluable == 0  # ... then given up: not evaluable
+    [trial] = sqlite_store.trials(cfg.run_id)
+    assert trial.status == "not_evaluable"
+
+
+class HoldTask:
+    """An oracle agent over HTTP that answers one task's requests only once released.
+    Trials of the other tasks finish while the held task's trials wait mid-conversation,
+    so a cancel always finds both finished and unfinished trials, however busy the
+    machine is."""
+
+    def __init__(self, held_task: str):
+        self.scripted = ScriptedResponder(["airline"])
+        self.opening = opening_request(get_domain("airline").task(held_task))
+        self.release = threading.Event()
+        self.waiting = 0
+
+    async def __call__(self, body: dict) -> dict:
+        users = [m for m in body["messages"] if m.get("role") == "user"]
+        if users and message_text(users[0].get("content")) == self.opening:
+            self.waiting += 1
+            await asyncio.to_thread(self.release.wait, 300)
+            self.waiting -= 1
+        return self.scripted.answer(body)
+
+
 async def test_cancel_then_resume_finishes_without_redoing_steps(client, sqlite_store):
     store = sqlite_store
-    cfg = config(limit=4, trials=2, agent_args='{"latency": 0.3}')
-    async with worker_for(client, store) as queue:
-        await start_run(client, store, cfg, task_queue=queue)
-        deadline = asyncio.get_running_loop().time() + 60
-        while store.progress(cfg.run_id)[0] < 2:  # cancel once some trials are done
-            assert asyncio.get_running_loop().time() < deadline, "run made no progress"
-            await asyncio.sleep(0.1)
-        assert await cancel_run(client, store, cfg.run_id) == "cancelled"
-    assert store.get_run(cfg.run_id).status == "cancelled"
-    done_before = {t.trial_id: store.count_steps(t.trial_id)
-                   for t in store.trials(cfg.run_id, status="scored")}
-    assert 0 < len(done_before) < 8
+    agent = HoldTask("1")
+    with FaultServer(responder=agent) as srv:
+        cfg = http_config(srv, task_ids=["0", "1"], agent_models=["openai/oracle"])
+        async with worker_for(client, store) as queue:
+            await start_run(client, store, cfg, task_queue=queue)
+            # Task 0's two trials finish; task 1's two wait on their first agent call.
+            await until(lambda: store.progress(cfg.run_id)[0] == 2 and agent.waiting == 2,
+                        timeout=120, what="task 0 scored while task 1 waits")
+            assert await cancel_run(client, store, cfg.run_id) == "cancelled"
+            # When cancel returns, nothing of the run runs any more: no trial workflow,
+            # no activity, and every unfinished trial is on record as cancelled.
+            for spec in trial_specs(cfg):
+                desc = await client.get_workflow_handle(spec.trial_id).describe()
+                assert desc.status != WorkflowExecutionStatus.RUNNING, spec.trial_id
+                assert not desc.raw_description.pending_activities, spec.trial_id
+        agent.release.set()
+        assert store.get_run(cfg.run_id).status == "cancelled"
+        status = {t.trial_id: t.status for t in store.trials(cfg.run_id)}
+        task_of = {s.trial_id: s.task_id for s in trial_specs(cfg)}
+        assert {t: task_of[t] for t, st in status.items() if st == "scored"} == {
+            t: "0" for t in task_of if task_of[t] == "0"}
+        assert {st for t, st in status.items() if task_of[t] == "1"} == {"cancelled"}
+        done_before = {t: store.count_steps(t) for t, st in status.items() if st == "scored"}
 
-    async with worker_for(client, store) as queue:
-        handle = await start_run(client, store, cfg, task_queue=queue, resume=True)
-        summary = await follow(handle, store, cfg.run_id, lambda *a: None, poll_s=0.2)
-    assert summary.results[0].evaluable == 8 and summary.results[0].pass_hat_k["2"] == 1.0
+        async with worker_for(client, store) as queue:
+            handle = await start_run(client, store, cfg, task_queue=queue, resume=True)
+            summary = await follow(handle, store, cfg.run_id, lambda *a: None, poll_s=0.2)
+    [row] = summary.results
+    assert (row.evaluable, row.pass_hat_k["2"]) == (4, 1.0)
     for trial_id, n in done_before.items():  # finished trials were left untouched
         assert store.count_steps(trial_id) == n and store.get_trial(trial_id).attempts == 1
     assert store.get_run(cfg.run_id).status == "completed"
 
 
-async def test_recording_activities_run_twice_leave_one_row(client, sqlite_store):
+async def test_recorded_steps_are_never_executed_again(client, sqlite_store, monkeypatch):
+    """Every step activity re-run for a step that is already recorded (as Temporal does
+    when a worker dies between recording and reporting) returns the record: no model
+    call reaches the provider and no tool runs."""
     store = sqlite_store
-    cfg = config(task_ids=["1"])  # a task whose gold actions call tools
-    await run_to_end(client, store, cfg)
-    [trial] = store.trials(cfg.run_id)
-    spec = expand(cfg)[0].trial(0)
-    env = ActivityEnvironment()
-    results = ResultActivities(store)
-    req = ScoreRequest(trial=spec, termination_reason="user_stop", n_steps=trial.n_steps)
-    first = env.run(results.score_trial, req)
-    second = env.run(results.score_trial, req)
-    assert first == second and len(store.trials(cfg.run_id)) == 1
-    # A tool step re-run for an index already recorded returns the record, runs nothing.
-    tool_step = next(s.step for s in store.steps(spec.trial_id) if s.role == "tool")
-    n = store.count_steps(spec.trial_id)
-    env.run(ConversationActivities(store).tool_turn, StepRef(trial=spec, step=tool_step))
-    assert store.count_steps(spec.trial_id) == n
+    with FaultServer(responder=ScriptedResponder(["airline"]).answer) as srv:
+        cfg = http_config(srv, trials=1, task_ids=["1"], agent_models=["openai/oracle"])
+        await run_to_end(client, store, cfg)
+        [trial] = store.trials(cfg.run_id)
+        assert trial.reward == 1.0
+        calls = srv.received
+        assert calls > 0
+        spec = cfg.units()[0].trial(0)
+        executed = []
+        airline = get_domain("airline")
+        real_execute = airline.execute
+        monkeypatch.setattr(airline, "execute", lambda *a, **kw: executed.append(a) or real_execute(*a, **kw))
+
+        env = ActivityEnvironment()
+        conversation = ConversationActivities(store)
+        turn = {"assistant": conversation.agent_turn, "user": conversation.user_turn,
+                "tool": conversation.tool_turn}
+        before = [(s.step, s.messages_json) for s in store.steps(spec.trial_id)]
+        roles = {s.role for s in store.steps(spec.trial_id)[1:]}
+        assert roles == {"assistant", "user", "tool"}
+        for step in store.steps(spec.trial_id)[1:]:
+            result = env.run(turn[step.role], StepRef(trial=spec, step=step.step))
+            if asyncio.iscoroutine(result):
+                result = await result
+            assert (result.step, result.role) == (step.step, step.role)
+        assert srv.received == calls, "a recorded model step called the provider again"
+    assert executed == [], "a recorded tool step ran its tools again"
+    assert [(s.step, s.messages_json) for s in store.steps(spec.trial_id)] == before
+
+
+async def test_an_interrupted_start_keeps_the_run_if_its_workflow_started(client, sqlite_store):
+    """Ctrl-C can land after the server accepted the start: the run's record stays, so
+    the run can be followed and resumed; a start that never happened leaves nothing."""
+    class InterruptedAfterStart:
+        """A client whose start_workflow reaches the server, then is interrupted."""
+
+        def __init__(self, real, reach_server: bool):  # noqa: ANN001
+            self.real, self.reach_server = real, reach_server
+
+        def __getattr__(self, name):  # noqa: ANN001, ANN204
+            return getattr(self.real, name)
+
+        async def start_workflow(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
+            if self.reach_server:
+                await self.real.start_workflow(*args, **kwargs)
+            raise asyncio.CancelledError()
+
+    for reach_server in (True, False):
+        cfg = config(limit=1, agent_args='{"latency": 1}')
+        with pytest.raises(asyncio.CancelledError):
+            await start_run(InterruptedAfterStart(client, reach_server), sqlite_store, cfg,
+                            task_queue="nobody-polls-this")
+        assert (sqlite_store.get_run(cfg.run_id) is not None) == reach_server
+        if reach_server:
+            await client.get_workflow_handle(cfg.run_id).terminate()

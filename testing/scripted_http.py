@@ -1,9 +1,9 @@
-"""passhat's scripted models served over real HTTP, as a responder for tests.fault_server.
+"""passhat's scripted models served over real HTTP, as a responder for passhat.testing.fault_server.
 
     responder = ScriptedResponder(["airline"], latency=0.2)
     with FaultServer(responder=responder) as srv:
         passhat run --agent-model openai/oracle --user-model openai/oracle \\
-            --agent-args '{"api_base": "<srv.url>/v1", "api_key": "x"}' ...
+            --agent-args '{"api_base": "<srv.url>/v1", "api_key_env": "PASSHAT_TEST_API_KEY"}' ...
 
 so trials travel litellm's real `openai/...` path (HTTP, the OpenAI client, its errors)
 while the answers are exactly those of `scripted/oracle` and `scripted/noisy-P`.
@@ -15,15 +15,15 @@ from the request itself which task it plays and on which side:
     `<scenario>` block), the agent otherwise;
   * domain and task: for the user, the task whose `user_scenario` appears in that system
     prompt; for the agent, the domain whose agent system prompt it is and the task whose
-    opening request (what `infra.scripted.user_turn` says first) is the first user-role
-    message. When several tasks match (some share a scenario or an opening), the answer
-    is used if every candidate gives the same one; otherwise the request's `seed` decides
-    when the run was registered with `expect_run()` (seeds are per trial, see
-    workflows.specs.trial_seed), and the request fails with an explanation if not.
+    opening request (what `passhat.domains.scripted.user_turn` says first, which ends
+    with the task id) is the first user-role message. When several tasks match (some
+    share a scenario), the answer is used if every candidate gives the same one, and the
+    request fails with an explanation if not.
 
-The answers come from infra.scripted.agent_turn / user_turn; the model name (`oracle`,
-`noisy-P`) and the request's `seed` decide whether a noisy agent succeeds, with the same
-seeded draw infra.scripted uses, so a trial answers the same over HTTP as in process.
+The answers come from passhat.domains.scripted.agent_turn / user_turn; the model name
+(`oracle`, `noisy-P`), the request's `seed` and the task decide whether a noisy agent
+succeeds, with the same seeded draw passhat.domains.scripted uses, so a trial answers the
+same over HTTP as in process.
 
 `latency` delays each answer on the server's event loop (other requests proceed).
 `freeze()` makes answers wait at a gate (after their latency) until `thaw()`: tests use
@@ -35,13 +35,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 from collections import Counter
 from typing import Any, Iterable
 
-from domains.base import TaskInfo
-from domains.registry import get_domain
-from infra import scripted
+from passhat.contracts import TaskInfo
+from passhat.domains.registry import get_domain
+from passhat.domains import scripted
 
 SCENARIO_TAG = "<scenario>"
 
@@ -51,7 +52,7 @@ class ScriptedHTTPError(ValueError):
 
 
 def opening_request(task: TaskInfo) -> str:
-    """What the scripted user says first: exactly infra.scripted.user_turn's opening."""
+    """What the scripted user says first: exactly passhat.domains.scripted.user_turn's opening."""
     return scripted.user_turn(task, [])["content"]
 
 
@@ -60,17 +61,17 @@ def success_probability(model: str) -> float:
     return scripted.parse_name(model.rsplit("/", 1)[-1])
 
 
-def noisy_succeeds(model: str, seed: int | None) -> bool:
-    """Whether a scripted agent of this model name succeeds on the trial with this seed.
-    The same seeded draw as infra.scripted (one draw per trial seed)."""
-    return scripted.agent_succeeds(success_probability(model), seed)
+def noisy_succeeds(model: str, seed: int | None, domain: str, task_id: str) -> bool:
+    """Whether a scripted agent of this model name succeeds on this trial of this task:
+    the same seeded draw as passhat.domains.scripted."""
+    return scripted.agent_succeeds(success_probability(model), seed, domain, task_id)
 
 
-def expected_reward(model: str, seed: int | None) -> float:
+def expected_reward(model: str, seed: int | None, domain: str, task_id: str) -> float:
     """The reward a scripted agent earns on a task the oracle solves: 1.0 when the seeded
-    draw succeeds, 0.0 when it fails (its empty first answer ends the trial as an
-    agent error)."""
-    return 1.0 if noisy_succeeds(model, seed) else 0.0
+    draw succeeds, 0.0 when it fails (its empty answers end the trial as an agent
+    error)."""
+    return 1.0 if noisy_succeeds(model, seed, domain, task_id) else 0.0
 
 
 def request_key(body: dict) -> str:
@@ -121,23 +122,11 @@ class ScriptedResponder:
         self.indexes = [_DomainIndex(d) for d in domains]
         self.latency = latency
         self.max_hold_s = max_hold_s
-        self._seeds: dict[int, tuple[str, str]] = {}
         self._lock = threading.Lock()
         self._open = True
         self._held: Counter[str] = Counter()  # request_key -> how many copies are held
         self._gate: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-
-    # ---- disambiguation by seed
-
-    def expect_run(self, config: Any) -> None:
-        """Register a run (a workflows.specs.RunConfig) so that requests for tasks that
-        look alike can be told apart by their trial seed."""
-        from workflows.run import expand
-
-        for unit in expand(config):
-            for i in range(unit.trials):
-                self._seeds[unit.trial(i).seed] = (unit.domain, unit.task_id)
 
     # ---- the gate
 
@@ -202,21 +191,21 @@ class ScriptedResponder:
         messages = list(body.get("messages") or [])
         system = ""
         if messages and messages[0].get("role") == "system":
-            system = _text(messages[0].get("content"))
+            system = message_text(messages[0].get("content"))
             messages = messages[1:]
         model = str(body.get("model", ""))
         seed = body.get("seed")
         if SCENARIO_TAG in system:
             return self._unique(
-                self._user_candidates(system), seed,
-                lambda task: scripted.user_turn(task, messages),
+                self._user_candidates(system), lambda _, task: scripted.user_turn(task, messages)
             )
-        if not noisy_succeeds(model, seed):
-            return {"role": "assistant", "content": ""}
-        return self._unique(
-            self._agent_candidates(system, messages), seed,
-            lambda task: scripted.agent_turn(task, messages),
-        )
+
+        def agent(index: _DomainIndex, task: TaskInfo) -> dict:
+            if not noisy_succeeds(model, seed, index.name, task.id):
+                return {"role": "assistant", "content": ""}
+            return scripted.agent_turn(task, messages)
+
+        return self._unique(self._agent_candidates(system, messages), agent)
 
     def _user_candidates(self, system: str) -> list[tuple[_DomainIndex, TaskInfo]]:
         out = [(i, i.tasks[t]) for i in self.indexes for t in i.scenario_matches(system)]
@@ -233,7 +222,7 @@ class ScriptedResponder:
             raise ScriptedHTTPError(
                 f"agent request whose system prompt is none of {[i.name for i in self.indexes]}'s"
             )
-        first_user = next((_text(m.get("content")) for m in messages if m.get("role") == "user"), None)
+        first_user = next((message_text(m.get("content")) for m in messages if m.get("role") == "user"), None)
         if first_user is None:
             raise ScriptedHTTPError("agent request without a user message: cannot tell the task")
         out = [(i, i.tasks[t]) for i in indexes for t in i.by_opening.get(first_user, [])]
@@ -241,22 +230,15 @@ class ScriptedResponder:
             raise ScriptedHTTPError(f"agent request whose opening matches no task: {first_user[:80]!r}")
         return out
 
-    def _unique(self, candidates, seed, reply) -> dict:  # noqa: ANN001
-        answers = [reply(task) for _, task in candidates]
+    def _unique(self, candidates, reply) -> dict:  # noqa: ANN001
+        answers = [reply(index, task) for index, task in candidates]
         if all(a == answers[0] for a in answers):
             return answers[0]
-        by_seed = self._seeds.get(seed)
-        for (index, task), answer in zip(candidates, answers):
-            if (index.name, task.id) == by_seed:
-                return answer
         names = [f"{i.name}/{t.id}" for i, t in candidates]
-        raise ScriptedHTTPError(
-            f"request matches tasks {names} that answer differently; register the run "
-            "with expect_run() so the seed can tell them apart"
-        )
+        raise ScriptedHTTPError(f"request matches tasks {names} that answer differently")
 
 
-def _text(content: Any) -> str:
+def message_text(content: Any) -> str:
     """Message content as text (OpenAI allows a list of text parts)."""
     if content is None:
         return ""
@@ -265,6 +247,12 @@ def _text(content: Any) -> str:
     return str(content)
 
 
+# The loopback servers accept any key; runs name this variable, which http_args sets in
+# this process (worker processes started from it inherit it).
+TEST_KEY_ENV = "PASSHAT_TEST_API_KEY"
+
+
 def http_args(server_url: str, **extra: Any) -> dict[str, Any]:
     """--agent-args / --user-args that send a model's calls to the fault server."""
-    return {"api_base": server_url.rstrip("/") + "/v1", "api_key": "x", **extra}
+    os.environ.setdefault(TEST_KEY_ENV, "loopback-test-key")
+    return {"api_base": server_url.rstrip("/") + "/v1", "api_key_env": TEST_KEY_ENV, **extra}

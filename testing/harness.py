@@ -12,24 +12,24 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterator
 
 from sqlalchemy import text
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from domains.registry import get_domain
-from infra.store import Store
-from tests.scripted_http import expected_reward, noisy_succeeds, request_key
-from workflows.run import expand
-from workflows.specs import RunConfig, TrialSpec
+from passhat.domains.registry import get_domain
+from passhat.infra.store import Store
+from passhat.testing.scripted_http import expected_reward, noisy_succeeds, request_key
+from passhat.contracts import EMPTY_REPLY_RETRIES, RunConfig, TrialSpec
 
 PASSHAT = Path(sys.executable).parent / "passhat"
 MODEL_CALLS = ("agent_turn", "user_turn")
@@ -37,6 +37,23 @@ MODEL_CALLS = ("agent_turn", "user_turn")
 # agent's, with 2 to 4 of them: conversations of 5 to 7 model calls.
 TASKS = ["1", "2", "8", "17"]
 POLL_S = 0.05
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now (the OS picks it)."""
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct free ports: all bound at once so the OS cannot hand out one twice."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 class Timeout(AssertionError):
@@ -76,10 +93,12 @@ class Passhat:
     home: Path
     temporal_address: str
     logs: list[Path] = field(default_factory=list)
+    # The results store: a SQLite file in home unless a URL is given (e.g. PostgreSQL).
+    store_url: str | None = None
 
     @property
     def db_url(self) -> str:
-        return f"sqlite:///{self.home / 'results.db'}"
+        return self.store_url or f"sqlite:///{self.home / 'results.db'}"
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -155,18 +174,35 @@ class WorkerProcess:
                 self.kill()
 
 
+def stopping_workers(env: Passhat) -> Iterator[Passhat]:
+    """Yield `env`; at teardown stop every worker it started, whatever state the test
+    left them in."""
+    started: list[WorkerProcess] = []
+    original = env.start_worker
+
+    def start_worker(*extra: str) -> WorkerProcess:
+        w = original(*extra)
+        started.append(w)
+        return w
+
+    env.start_worker = start_worker  # type: ignore[method-assign]
+    yield env
+    for w in started:
+        w.stop()
+
+
 # ---------------------------------------------------------------------------------------
 # What a run is made of
 
 
 def trial_specs(config: RunConfig) -> list[TrialSpec]:
-    return [unit.trial(i) for unit in expand(config) for i in range(unit.trials)]
+    return [unit.trial(i) for unit in config.units() for i in range(unit.trials)]
 
 
 def workflow_ids(config: RunConfig) -> list[tuple[str, str]]:
     """(kind, workflow id) of every workflow the run will start."""
     ids = [("run", config.run_id)]
-    for unit in expand(config):
+    for unit in config.units():
         ids.append(("task", unit.task_workflow_id))
         ids += [("trial", unit.trial(i).trial_id) for i in range(unit.trials)]
     return ids
@@ -175,18 +211,34 @@ def workflow_ids(config: RunConfig) -> list[tuple[str, str]]:
 def model_calls_of(spec: TrialSpec) -> int:
     """Model calls a scripted trial makes, on tasks whose gold actions are all the
     agent's: the user's request, one agent call per gold action, the agent's closing
-    information and the user's stop; a failing noisy agent ends it at its first answer."""
+    information and the user's stop; a failing noisy agent's empty first answer is asked
+    for again EMPTY_REPLY_RETRIES times (as tau2 does), then ends the trial."""
     task = get_domain(spec.domain).task(spec.task_id)
     assert all(a.requestor == "assistant" for a in task.gold_actions), spec.task_id
-    if not noisy_succeeds(spec.agent_model, spec.seed):
-        return 2
+    if not noisy_succeeds(spec.agent_model, spec.seed, spec.domain, spec.task_id):
+        return 2 + EMPTY_REPLY_RETRIES
     return len(task.gold_actions) + 3
+
+
+def sends_of(responder: Any) -> Callable[[dict], int]:
+    """How many times passhat sends one model call by design: once, or 1 +
+    EMPTY_REPLY_RETRIES times when the (deterministic) answer is empty."""
+
+    def sends(body: dict) -> int:
+        reply = responder.answer(body)
+        empty = not (reply.get("content") or "").strip() and not reply.get("tool_calls")
+        return 1 + EMPTY_REPLY_RETRIES if empty else 1
+
+    return sends
 
 
 def expected_rewards(config: RunConfig) -> dict[str, float]:
     """Per trial id, the reward an uninterrupted run of this config gets (on tasks the
     oracle solves): computed from the scripted models' seeded draw, not from a run."""
-    return {s.trial_id: expected_reward(s.agent_model, s.seed) for s in trial_specs(config)}
+    return {
+        s.trial_id: expected_reward(s.agent_model, s.seed, s.domain, s.task_id)
+        for s in trial_specs(config)
+    }
 
 
 def model_steps(store: Store, run_id: str) -> int:
@@ -222,7 +274,7 @@ def store_integrity(store: Store, config: RunConfig) -> list[str]:
             problems.append(f"{row.trial_id}: {row.status} ({row.error_class}: {row.error})")
         elif row.n_steps != len(steps):
             problems.append(f"{row.trial_id}: n_steps {row.n_steps} but {len(steps)} steps recorded")
-    if len(store.task_results(config.run_id)) != len(expand(config)):
+    if len(store.task_results(config.run_id)) != len(config.units()):
         problems.append("not every task has its result row")
     return problems
 
@@ -249,25 +301,40 @@ class CallLedger:
     def in_flight_total(self) -> int:
         return sum(len(k) for k in self.in_flight)
 
-    def check(self, requests: list[dict], served: int, recorded: int) -> dict[str, Any]:
-        """Figures, and the problems found, for the requests a fault server received."""
+    def check(
+        self,
+        requests: list[dict],
+        served: int,
+        recorded: int,
+        sends: Callable[[dict], int] = lambda body: 1,
+    ) -> dict[str, Any]:
+        """Figures, and the problems found, for the requests a fault server received.
+        `sends(body)` is how many times one call is sent by design (see sends_of)."""
+        bodies = {request_key(b): b for b in requests if isinstance(b, dict)}
         keys = Counter(request_key(b) for b in requests if isinstance(b, dict))
+        designed = {key: sends(body) for key, body in bodies.items()}
         exposed = Counter(k for crash in self.in_flight for k in crash)
         problems = []
         for key, n in keys.items():
             # A call in flight at c crashes may run at most c + 1 times; others once.
-            if n > exposed[key] + 1:
+            if n > designed[key] * (exposed[key] + 1):
                 problems.append(f"model call ran {n} times, in flight at {exposed[key]} crash(es): {key[:160]}")
-        if served - recorded > self.in_flight_total:
+        re_executed = served - sum(designed.values())
+        # What the crashes may cost: each call in flight at one is sent again, as many
+        # times as it is sent by design.
+        allowed = sum(designed.get(k, 1) for crash in self.in_flight for k in crash)
+        if re_executed > allowed:
             problems.append(
-                f"{served - recorded} model calls re-executed (served {served} - recorded {recorded}) "
-                f"but only {self.in_flight_total} were in flight at the crashes"
+                f"{re_executed} model calls re-executed (served {served}, by design "
+                f"{sum(designed.values())}) but the {self.in_flight_total} calls in flight "
+                f"at the crashes allow {allowed}"
             )
         if len(keys) != recorded:
             problems.append(f"{len(keys)} distinct model calls but {recorded} model steps recorded")
         return {
             "distinct_calls": len(keys),
-            "re_executed": served - recorded,
+            "sends_by_design": sum(designed.values()),
+            "re_executed": re_executed,
             "in_flight_at_crashes": self.in_flight_total,
             "problems": problems,
         }

@@ -1,4 +1,5 @@
-"""The passhat worker: what it registers, and how it is built."""
+"""The passhat worker: what it registers, and how it is built. It sits above the
+workflows and the activities because it assembles both."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ from concurrent.futures import ThreadPoolExecutor
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.conversation import ConversationActivities
-from activities.results import ResultActivities
-from infra.store import Store
-from workflows.run import RunWorkflow
-from workflows.specs import TASK_QUEUE
-from workflows.task import TaskWorkflow
-from workflows.trial import TrialWorkflow
+from passhat.activities.conversation import ConversationActivities
+from passhat.activities.results import ResultActivities
+from passhat.contracts import TASK_QUEUE
+from passhat.infra.store import Store
+from passhat.workflows.run import RunWorkflow
+from passhat.workflows.task import TaskWorkflow
+from passhat.workflows.trial import TrialWorkflow
 
 WORKFLOWS = [RunWorkflow, TaskWorkflow, TrialWorkflow]
 
@@ -35,11 +36,14 @@ def build_worker(
             conversation.agent_turn,
             conversation.user_turn,
             conversation.tool_turn,
-            results.begin_trial,
+            results.open_trial,
+            results.recorded_steps,
             results.score_trial,
             results.mark_not_evaluable,
+            results.mark_cancelled,
             results.record_task,
             results.summarize_run,
+            results.close_run,
         ],
         # Tool execution, scoring and store writes are synchronous: they run in threads.
         activity_executor=ThreadPoolExecutor(max_workers=max_concurrent_activities),

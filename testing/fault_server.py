@@ -11,7 +11,7 @@ request whether to answer, and how to fail.
 The server runs in a background thread with its own event loop, so the same
 object works from sync tests and from async tests (the test's loop never has
 to drive it). For tests that need the server in another process (e.g. to kill
-the client process mid-call) run ``python -m tests.fault_server --port P
+the client process mid-call) run ``python -m passhat.testing.fault_server --port P
 --config JSON``; see ``SubprocessFaultServer`` and ``_main``.
 
 Fault plans (``faults=``):
@@ -62,6 +62,7 @@ KINDS = (
     "drop",
     "timeout",
     "401",
+    "401_echo",
     "400",
     "404",
     "context_window",
@@ -387,6 +388,10 @@ class FaultServer:
             return _error(500, msg or "The server had an error while processing your request.", "server_error")
         if k == "401":
             return _error(401, msg or "Incorrect API key provided.", "invalid_request_error", code="invalid_api_key")
+        if k == "401_echo":  # like providers that quote the key they were given
+            key = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            return _error(401, f"Incorrect API key provided: {key}.", "invalid_request_error",
+                          code="invalid_api_key")
         if k == "400":
             return _error(400, msg or "Invalid value for 'messages'.", "invalid_request_error", param="messages")
         if k == "404":
@@ -477,7 +482,7 @@ def server_from_config(config: dict, port: int = 0) -> FaultServer:
 
 
 class SubprocessFaultServer:
-    """Run the server as `python -m tests.fault_server` in a child process.
+    """Run the server as `python -m passhat.testing.fault_server` in a child process.
 
     Counters live in the child, so read them with stats() (GET /stats)."""
 
@@ -490,7 +495,7 @@ class SubprocessFaultServer:
 
     def __enter__(self) -> "SubprocessFaultServer":
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.fault_server", "--port", str(self.port), "--config", json.dumps(self.config)],
+            [sys.executable, "-m", "passhat.testing.fault_server", "--port", str(self.port), "--config", json.dumps(self.config)],
             stdout=subprocess.PIPE, text=True, cwd=self.cwd,
         )
         assert self.proc.stdout is not None

@@ -6,8 +6,9 @@ custom-provider hook, so they travel the same code path as any real provider.
   information the task says must be communicated. As the user, it states its request,
   performs the actions the agent asks of it, and stops once the agent is done.
 - `scripted/noisy-P` is the oracle agent that succeeds with probability P per trial: the
-  draw is seeded by the trial's seed, so a trial always draws the same. A failing trial
-  answers with an empty message, which ends the conversation as an agent error.
+  draw is seeded by the trial's seed and the task, so a trial always draws the same. A
+  failing trial answers with an empty message (every time it is asked again), which ends
+  the conversation as an agent error.
 - A `latency` model argument (seconds) delays every answer, to measure throughput.
 
 The model learns which task it plays from the call's litellm `metadata`
@@ -24,8 +25,7 @@ import time
 import uuid
 from typing import Any
 
-from domains.base import TaskInfo
-from workflows.specs import STOP_TOKEN
+from passhat.contracts import STOP_TOKEN, TaskInfo
 
 PROVIDER = "scripted"
 _TAG = re.compile(r"\[gold-(\d+)\]")
@@ -75,9 +75,10 @@ def parse_name(name: str) -> float:
     )
 
 
-def agent_succeeds(success_p: float, seed: int | None) -> bool:
-    """The per-trial draw of scripted/noisy-P: the same seed always draws the same."""
-    return success_p >= 1.0 or random.Random(seed).random() < success_p
+def agent_succeeds(success_p: float, seed: int | None, domain: str, task_id: str) -> bool:
+    """The per-trial draw of scripted/noisy-P. tau2 sends every task of a trial index the
+    same seed, so the task is part of the draw: the same trial always draws the same."""
+    return success_p >= 1.0 or random.Random(f"{seed}/{domain}/{task_id}").random() < success_p
 
 
 def _answer(model: str, messages: list[dict], kwargs: dict) -> tuple[Any, float]:
@@ -88,7 +89,7 @@ def _answer(model: str, messages: list[dict], kwargs: dict) -> tuple[Any, float]
     success_p = parse_name(model)
     if "domain" not in meta or "task_id" not in meta:
         raise ScriptedModelError("scripted models only run inside passhat (no task in metadata)")
-    from domains.registry import get_domain
+    from passhat.domains.registry import get_domain
 
     task = get_domain(meta["domain"]).task(meta["task_id"])
     role = meta.get("role", "assistant")
@@ -98,7 +99,7 @@ def _answer(model: str, messages: list[dict], kwargs: dict) -> tuple[Any, float]
     else:
         message = (
             agent_turn(task, messages)
-            if agent_succeeds(success_p, seed)
+            if agent_succeeds(success_p, seed, meta["domain"], meta["task_id"])
             else {"role": "assistant", "content": ""}
         )
     prompt_chars = sum(len(json.dumps(m.get("content") or "")) for m in messages)
@@ -160,7 +161,10 @@ def agent_turn(task: TaskInfo, messages: list[dict]) -> dict:
 def user_turn(task: TaskInfo, messages: list[dict]) -> dict:
     own_turns = [m for m in messages if m.get("role") == "assistant"]
     parts = [task.reason_for_call, task.known_info]
+    # The task id closes the request, so that a model served over HTTP can tell tasks
+    # whose requests read alike apart (passhat.testing.scripted_http).
     request = "\n".join(p for p in parts if p) or task.user_scenario
+    request += f"\n(task {task.id})"
     # State the request unless already done: a task's initial conversation may contain
     # earlier user turns, which are not this request.
     if not any(m.get("content") == request for m in own_turns):

@@ -1,0 +1,53 @@
+"""Keeping secrets out of what passhat records: run configurations (stored, and the input
+of every workflow the Temporal UI shows) never hold one, and error text is redacted
+before it is stored, logged, traced, put in a Temporal failure or printed."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+# Argument names that carry credentials (api_key, token, Authorization, ...).
+_SECRET_NAME = re.compile(
+    r"(^|[_-])(api[_-]?key|key|token|secret|password|passwd|authorization|auth|credentials?)$",
+    re.IGNORECASE,
+)
+# Environment variables that hold provider keys (OPENAI_API_KEY, HF_TOKEN, ...).
+_SECRET_ENV = re.compile(r"(API_KEY|_KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
+# Key-shaped strings, whoever holds them (OpenAI / Anthropic style "sk-...").
+_KEY_SHAPED = re.compile(r"\bsk-[A-Za-z0-9_-]{8,}")
+REDACTED = "[REDACTED]"
+# What names a key in an environment variable instead (resolved by each worker).
+API_KEY_ENV = "api_key_env"
+
+
+def secret_fields(args: dict[str, Any], prefix: str = "") -> list[str]:
+    """The fields of litellm model arguments that would carry a secret, nested ones (for
+    example extra_headers.Authorization) included."""
+    found = []
+    for name, value in args.items():
+        path = f"{prefix}{name}"
+        if name == API_KEY_ENV:
+            continue
+        if _SECRET_NAME.search(str(name)):
+            found.append(path)
+        elif isinstance(value, dict):
+            found += secret_fields(value, prefix=f"{path}.")
+    return found
+
+
+def known_secrets() -> list[str]:
+    """Values this process must never let out: the environment's key variables."""
+    return sorted(
+        (v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 8),
+        key=len,
+        reverse=True,  # longest first, so a key that contains another is removed whole
+    )
+
+
+def redact(text: str) -> str:
+    """`text` without any known secret value or key-shaped string."""
+    for secret in known_secrets():
+        text = text.replace(secret, REDACTED)
+    return _KEY_SHAPED.sub(REDACTED, text)

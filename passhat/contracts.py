@@ -1,0 +1,334 @@
+"""The contracts every layer shares: ids, run and trial specs, conversation messages and
+outcomes. It imports nothing of passhat, so any layer may import it.
+
+Everything here is small and JSON-serialisable: specs travel through Temporal's history,
+so they carry references (ids) rather than conversations; messages are what the results
+store keeps and what domains, models and tools exchange.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+TASK_QUEUE = "passhat"
+
+# tau2's conversation conventions.
+AGENT_GREETING = "Hi! How can I help you today?"
+STOP_TOKEN = "###STOP###"
+TRANSFER_TOKEN = "###TRANSFER###"
+OUT_OF_SCOPE_TOKEN = "###OUT-OF-SCOPE###"
+# `tau2 run`'s defaults: a run that keeps them is comparable with the leaderboard.
+DEFAULT_MAX_STEPS = 200
+DEFAULT_MAX_ERRORS = 10
+DEFAULT_SEED = 300
+DEFAULT_TEMPERATURE = 0.0
+# tau2's generate sends a request again when the reply is empty (no text, no tool calls),
+# this many times, before the conversation fails.
+EMPTY_REPLY_RETRIES = 3
+
+# Model failures: the model's own output ended the conversation. tau2 records these as
+# agent_error with reward 0 (whichever side failed), so they count in pass^k.
+INVALID_TOOL_ARGUMENTS = "InvalidToolArguments"
+EMPTY_REPLY = "EmptyReply"
+
+
+# ---- conversation messages ------------------------------------------------------------
+
+Requestor = Literal["assistant", "user"]
+
+
+class ToolCall(BaseModel):
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    requestor: Requestor = "assistant"
+    # Set when the model's arguments were not valid JSON: the call is answered with an
+    # error instead of being executed (tau2 semantics: the error counts toward max errors).
+    invalid_arguments: str | None = None
+
+
+class Message(BaseModel):
+    """One conversation message, in the shape shared by agent, user and tools."""
+
+    role: Literal["assistant", "user", "tool"]
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    # For role == "tool": which call this answers, who asked, and whether it failed.
+    tool_call_id: str | None = None
+    requestor: Requestor | None = None
+    error: bool = False
+
+    def is_tool_call(self) -> bool:
+        return bool(self.tool_calls)
+
+    def has_text(self) -> bool:
+        return bool(self.content and self.content.strip())
+
+    def is_empty(self) -> bool:
+        """No text and no tool calls: tau2 asks the model again, then gives up."""
+        return not self.has_text() and not self.is_tool_call()
+
+
+class GoldAction(BaseModel):
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    requestor: Requestor = "assistant"
+
+
+class TaskInfo(BaseModel):
+    """What the rest of passhat may know about a task (scripted models use the gold parts)."""
+
+    id: str
+    user_scenario: str  # the hidden instruction the user simulator plays
+    reason_for_call: str | None = None
+    known_info: str | None = None
+    gold_actions: list[GoldAction] = Field(default_factory=list)
+    communicate_info: list[str] = Field(default_factory=list)
+    # Conversation that already happened before the trial starts (rare; tau2 mock has some).
+    initial_messages: list[Message] = Field(default_factory=list)
+
+
+class Score(BaseModel):
+    reward: float
+    breakdown: dict[str, float] = Field(default_factory=dict)
+    info: dict[str, Any] = Field(default_factory=dict)
+
+
+# ---- outcomes -------------------------------------------------------------------------
+
+# A trial's state in the results store.
+TRIAL_RUNNING = "running"
+TRIAL_SCORED = "scored"
+TRIAL_NOT_EVALUABLE = "not_evaluable"
+TRIAL_CANCELLED = "cancelled"
+
+SUCCESS_THRESHOLD = 1.0 - 1e-6  # tau2 counts a trial as a success when reward == 1
+
+
+def is_success(reward: float) -> bool:
+    return reward >= SUCCESS_THRESHOLD
+
+
+def outcome_label(status: str, reward: float | None) -> str:
+    """The one word a trial shows everywhere (Temporal search attribute, trace, CLI):
+    success or failure once scored, otherwise its status (running, not_evaluable)."""
+    if status == TRIAL_SCORED:
+        return "success" if is_success(reward or 0.0) else "failure"
+    return status
+
+
+class RetryConfig(BaseModel):
+    """How hard to retry a model call that failed for a transient reason: for up to
+    retry_for_s (a provider outage of minutes is ridden out), and at most max_attempts
+    times when that is not 0."""
+
+    retry_for_s: float = 900.0
+    max_attempts: int = 0
+    initial_interval_s: float = 1.0
+    backoff: float = 2.0
+    max_interval_s: float = 60.0
+    model_call_timeout_s: float = 300.0
+    # A model call heartbeats every third of this: a killed worker's call is retried
+    # elsewhere after at most this long.
+    heartbeat_timeout_s: float = 10.0
+    # How long bookkeeping (the results store) is retried before a trial gives up: a
+    # store that is down for a few minutes is waited out.
+    bookkeeping_for_s: float = 600.0
+
+
+class TrialSettings(BaseModel):
+    """How every conversation of a run is held. The run, each of its tasks and each trial
+    carry the same values; they are declared here once."""
+
+    user_model: str
+    agent_args: dict[str, Any] = Field(default_factory=dict)
+    user_args: dict[str, Any] = Field(default_factory=dict)
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_errors: int = DEFAULT_MAX_ERRORS
+    # A departure from tau2 (opt-in): tool calls whose arguments are not valid JSON are
+    # answered with an error tool message and the conversation goes on. tau2 ends the
+    # conversation as agent_error instead.
+    lenient_tool_arguments: bool = False
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+
+    def departures(self) -> list[str]:
+        """How these settings depart from tau2's rules, in words for report headers."""
+        if self.lenient_tool_arguments:
+            return ["lenient tool arguments (invalid JSON answered with a tool error)"]
+        return []
+
+
+class RunConfig(TrialSettings):
+    """What a user asked for. Two runs with the same id must have the same config."""
+
+    run_id: str
+    agent_models: list[str]
+    domains: list[str]
+    # Per domain, the task ids to run; an empty list means every task of the domain.
+    task_ids: dict[str, list[str]] = Field(default_factory=dict)
+    trials: int = 1
+    # tau2's --seed: trial t of every task sends the provider trial_seeds(seed, k)[t].
+    seed: int = DEFAULT_SEED
+    concurrency: int = 8
+
+    def fingerprint(self) -> str:
+        """Identity of the experiment, used to refuse a different config under one run id.
+        Concurrency and retry settings change how it runs, not what it measures."""
+        body = self.model_dump(mode="json", exclude={"concurrency", "retry"})
+        return stable_hash(json.dumps(body, sort_keys=True))
+
+    def units(self) -> list["TaskUnit"]:
+        """Every (agent model, domain, task) of the run, in a stable order."""
+        settings = self.model_dump(include=set(TrialSettings.model_fields))
+        seeds = trial_seeds(self.seed, self.trials)
+        return [
+            TaskUnit(
+                **settings,
+                run_id=self.run_id,
+                agent_model=model,
+                domain=domain,
+                task_id=task_id,
+                seeds=seeds,
+            )
+            for model in self.agent_models
+            for domain in self.domains
+            for task_id in self.task_ids[domain]
+        ]
+
+    def total_trials(self) -> int:
+        return len(self.agent_models) * sum(map(len, self.task_ids.values())) * self.trials
+
+
+class _TaskKey(TrialSettings):
+    """Which (run, agent model, domain, task) a task or trial belongs to."""
+
+    run_id: str
+    agent_model: str
+    domain: str
+    task_id: str
+
+    @property
+    def task_workflow_id(self) -> str:
+        return task_workflow_id(self.run_id, self.agent_model, self.domain, self.task_id)
+
+
+class TaskUnit(_TaskKey):
+    """The unit a TaskWorkflow owns: k trials of one task, with the seed of each."""
+
+    seeds: list[int]
+
+    @property
+    def trials(self) -> int:
+        return len(self.seeds)
+
+    def trial(self, index: int) -> "TrialSpec":
+        return TrialSpec(
+            **self.model_dump(exclude={"seeds"}), trial_index=index, seed=self.seeds[index]
+        )
+
+
+class TrialSpec(_TaskKey):
+    trial_index: int
+    seed: int
+
+    @property
+    def trial_id(self) -> str:
+        """Also the TrialWorkflow id and the results-store key of the trial."""
+        return trial_workflow_id(
+            self.run_id, self.agent_model, self.domain, self.task_id, self.trial_index
+        )
+
+
+class StepRef(BaseModel):
+    """Reference passed to a step activity: which trial, which step index to produce."""
+
+    trial: TrialSpec
+    step: int
+
+
+class StepResult(BaseModel):
+    """What the workflow needs to know about a recorded step (never the content itself)."""
+
+    step: int
+    role: str  # "assistant" | "user" | "tool"
+    is_tool_call: bool = False
+    is_stop: bool = False
+    tool_errors: int = 0
+    # The class of a model failure that ends the conversation (INVALID_TOOL_ARGUMENTS,
+    # EMPTY_REPLY, ContextWindowExceededError, ...), None for a usable step.
+    failure: str | None = None
+
+
+class TrialOutcome(BaseModel):
+    trial_id: str
+    task_id: str
+    trial_index: int
+    evaluable: bool
+    reward: float | None = None
+    termination_reason: str | None = None
+    error: str | None = None  # why the trial is not evaluable
+    error_class: str | None = None
+
+    @property
+    def label(self) -> str:
+        return outcome_label(TRIAL_SCORED if self.evaluable else TRIAL_NOT_EVALUABLE, self.reward)
+
+
+class TaskOutcome(BaseModel):
+    run_id: str
+    agent_model: str
+    user_model: str
+    domain: str
+    task_id: str
+    trials: int
+    evaluable: int
+    successes: int
+    avg_reward: float | None
+    pass_hat: dict[str, float]
+
+
+class ModelDomainSummary(BaseModel):
+    agent_model: str
+    user_model: str
+    domain: str
+    tasks: int
+    trials: int
+    evaluable: int
+    avg_reward: float | None
+    pass_hat_k: dict[str, float]
+    # pass@k: the chance that at least one of k trials succeeds, averaged over tasks.
+    pass_at_k: dict[str, float] = Field(default_factory=dict)
+
+
+class RunSummary(BaseModel):
+    run_id: str
+    results: list[ModelDomainSummary]
+    # How the run departs from tau2's rules (TrialSettings.departures); empty for a run
+    # whose numbers compare with the leaderboard's.
+    departures: list[str] = Field(default_factory=list)
+
+
+def stable_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def trial_seeds(seed: int, trials: int) -> list[int]:
+    """The provider seed of each trial index, as `tau2 run --seed` derives them: the same
+    for every task and for both the agent and the user (300 gives 626729, 373753, ...)."""
+    rng = random.Random(seed)
+    return [rng.randint(0, 1_000_000) for _ in range(trials)]
+
+
+def task_workflow_id(run_id: str, agent_model: str, domain: str, task_id: str) -> str:
+    return f"{run_id}/{agent_model}/{domain}/{task_id}"
+
+
+def trial_workflow_id(
+    run_id: str, agent_model: str, domain: str, task_id: str, index: int
+) -> str:
+    return f"{task_workflow_id(run_id, agent_model, domain, task_id)}/trial-{index}"

@@ -1,0 +1,71 @@
+"""The conversation step activities, called directly in Temporal's ActivityEnvironment."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from passhat.activities.conversation import ConversationActivities, _with_heartbeat
+from passhat.contracts import AGENT_GREETING, Message, StepRef, StepResult, TaskUnit
+
+
+def airline_trial(task_id: str = "1"):  # noqa: ANN201 - a TrialSpec
+    unit = TaskUnit(
+        run_id="r", agent_model="scripted/oracle", user_model="scripted/oracle",
+        domain="airline", task_id=task_id, seeds=[7],
+    )
+    return unit.trial(0)
+
+
+async def test_an_attempt_that_loses_the_race_returns_the_recorded_step(sqlite_store, monkeypatch):
+    """Two attempts of one step (a heartbeat timeout started a second while the first was
+    still calling the model): the one whose insert loses returns the winner's step, not
+    its own reply, so the workflow follows the conversation that is stored."""
+    store, spec = sqlite_store, airline_trial()
+    store.begin_trial(spec)
+    record = lambda step, role, text: store.record_step(  # noqa: E731
+        spec.trial_id, spec.run_id, step, role, [Message(role=role, content=text)]
+    )
+    record(0, "assistant", AGENT_GREETING)
+    record(1, "user", "I need to change my flight.")
+    record(2, "assistant", "The winner answered in words.")  # the other attempt's reply
+    # This attempt looked before the winner wrote, so it calls the (oracle) model, which
+    # answers with a tool call, and then loses the insert.
+    real_get_step, looked = store.get_step, []
+
+    def get_step(trial_id: str, step: int):  # noqa: ANN202
+        looked.append(step)
+        return None if len(looked) == 1 else real_get_step(trial_id, step)
+
+    monkeypatch.setattr(store, "get_step", get_step)
+    result = await ActivityEnvironment().run(
+        ConversationActivities(store).agent_turn, StepRef(trial=spec, step=2)
+    )
+    assert result == StepResult(step=2, role="assistant")  # the winner's text turn
+    assert store.messages(spec.trial_id)[-1].content == "The winner answered in words."
+
+
+async def test_a_cancelled_activity_cancels_its_model_call():
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def slow_model_call() -> str:
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    async def activity_body() -> str:
+        return await _with_heartbeat(slow_model_call(), every_s=0.05)
+
+    env = ActivityEnvironment()
+    running = asyncio.ensure_future(env.run(activity_body))
+    await asyncio.wait_for(started.wait(), 10)
+    env.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(running, 10)
+    assert cancelled.is_set()

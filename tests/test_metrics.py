@@ -1,0 +1,69 @@
+import pytest
+
+from passhat import metrics
+from passhat.contracts import TaskOutcome, is_success, outcome_label
+
+
+def test_pass_hat_exact_values():
+    assert metrics.pass_hat(3, 4, 2) == pytest.approx(0.5)  # C(3,2)/C(4,2) = 3/6
+    assert metrics.pass_hat(4, 4, 4) == 1.0
+    assert metrics.pass_hat(3, 4, 1) == pytest.approx(0.75)
+    assert metrics.pass_hat(2, 5, 2) == pytest.approx(1 / 10)
+
+
+def test_fewer_successes_than_k_gives_zero():
+    assert metrics.pass_hat(1, 4, 2) == 0.0
+    assert metrics.pass_hat(0, 4, 1) == 0.0
+
+
+def test_k_larger_than_trials_is_refused():
+    with pytest.raises(ValueError, match="k must be within 1..4"):
+        metrics.pass_hat(2, 4, 5)
+    with pytest.raises(ValueError):
+        metrics.pass_hat(2, 4, 0)
+    with pytest.raises(ValueError):
+        metrics.pass_hat(5, 4, 1)
+
+
+def test_pass_at_k():
+    assert metrics.pass_at(1, 4, 2) == pytest.approx(1 - 3 / 6)
+    assert metrics.pass_at(0, 4, 4) == 0.0
+
+
+def test_curve_and_mean_over_tasks():
+    assert metrics.pass_hat_curve(3, 4) == pytest.approx({"1": 0.75, "2": 0.5, "3": 0.25, "4": 0.0})
+    mean = metrics.mean_over_tasks([{"1": 1.0, "2": 1.0}, {"1": 0.5}])
+    assert mean == pytest.approx({"1": 0.75, "2": 1.0})
+
+
+def test_success_threshold_and_labels():
+    assert is_success(1.0)
+    assert not is_success(0.99)
+    assert outcome_label("scored", 1.0) == "success"
+    assert outcome_label("scored", 0.5) == "failure"
+    assert outcome_label("not_evaluable", None) == "not_evaluable"
+    assert outcome_label("running", None) == "running"
+
+
+def task(task_id, successes, evaluable, trials=4, model="m"):  # noqa: ANN001, ANN201
+    return TaskOutcome(
+        run_id="r", agent_model=model, user_model="u", domain="airline", task_id=task_id,
+        trials=trials, evaluable=evaluable, successes=successes,
+        avg_reward=successes / evaluable if evaluable else None,
+        pass_hat=metrics.pass_hat_curve(successes, evaluable) if evaluable else {},
+    )
+
+
+def test_summary_reports_pass_hat_and_pass_at_over_tasks():
+    summary = metrics.summarize("r", [task("1", 4, 4), task("2", 1, 4), task("3", 0, 0)])
+    [row] = summary.results
+    assert (row.tasks, row.trials, row.evaluable) == (3, 12, 8)
+    assert row.avg_reward == pytest.approx(5 / 8)
+    assert row.pass_hat_k == pytest.approx({"1": (1 + 0.25) / 2, "2": 0.5, "3": 0.5, "4": 0.5})
+    # second task (1 of 4): pass@2 = 1 - C(3,2)/C(4,2) = 0.5, pass@3 = 1 - C(3,3)/C(4,3) = 0.75
+    assert row.pass_at_k == pytest.approx({"1": (1 + 0.25) / 2, "2": 0.75, "3": 0.875, "4": 1.0})
+
+
+def test_summary_groups_by_model():
+    summary = metrics.summarize("r", [task("1", 4, 4, model="b"), task("1", 0, 4, model="a")])
+    assert [(r.agent_model, r.pass_hat_k["1"]) for r in summary.results] == [("a", 0.0), ("b", 1.0)]
