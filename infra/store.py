@@ -61,6 +61,8 @@ IMPORT_SOURCE_KEY = "passhat_import"
 
 # How long a SQLite writer waits for another writer's lock before giving up (ms).
 SQLITE_BUSY_TIMEOUT_MS = 60_000
+# Execution option that marks a read-only transaction (see _on_begin).
+_READ_ONLY = "passhat_read_only"
 # Fail fast on a PostgreSQL host that drops packets instead of refusing (s).
 PG_CONNECT_TIMEOUT_S = 10
 # PostgreSQL advisory-lock key that serialises schema creation (any stable number).
@@ -253,6 +255,8 @@ class Store:
             )
         try:
             self.engine = self._make_engine(parsed)
+            # The same connection pool, with its transactions marked read-only.
+            self._reader = self.engine.execution_options(**{_READ_ONLY: True})
             self._create_tables()
         except (OSError, DBAPIError, NoSuchModuleError) as e:
             reason = getattr(e, "orig", None) or e
@@ -300,10 +304,14 @@ class Store:
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Any) -> None:
-            # IMMEDIATE takes the write lock up front, so busy_timeout applies. A deferred
-            # transaction that reads and then writes fails at once with "database is
-            # locked" when another process wrote in between, whatever the timeout.
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # A writing transaction takes the write lock up front (IMMEDIATE), so
+            # busy_timeout applies: a deferred one that reads and then writes fails at
+            # once with "database is locked" when another process wrote in between,
+            # whatever the timeout. A reading one takes no lock at all: under WAL it
+            # reads a snapshot, so progress displays and step lookups never queue
+            # behind the workers' writes.
+            reading = conn.get_execution_options().get(_READ_ONLY, False)
+            conn.exec_driver_sql("BEGIN" if reading else "BEGIN IMMEDIATE")
 
         return engine
 
@@ -321,10 +329,12 @@ class Store:
         self.engine.dispose()
 
     @contextmanager
-    def _session(self) -> Iterator[Session]:
+    def _session(self, *, read_only: bool = False) -> Iterator[Session]:
+        """A transaction; read_only ones must not write (on SQLite they hold no lock)."""
+        engine = self._reader if read_only else self.engine
         # expire_on_commit=False: rows handed back stay readable after the session closes.
         try:
-            with Session(self.engine, expire_on_commit=False) as session, session.begin():
+            with Session(engine, expire_on_commit=False) as session, session.begin():
                 yield session
         except DBAPIError as e:
             # One short line: the driver's text carries the statement and its parameters
@@ -369,11 +379,11 @@ class Store:
         return row
 
     def get_run(self, run_id: str) -> RunRow | None:
-        with self._session() as s:
+        with self._session(read_only=True) as s:
             return s.get(RunRow, run_id)
 
     def list_runs(self) -> list[RunRow]:
-        with self._session() as s:
+        with self._session(read_only=True) as s:
             return list(s.exec(select(RunRow).order_by(RunRow.created_at.desc())))
 
     def set_run_status(self, run_id: str, status: str) -> None:
@@ -542,7 +552,7 @@ class Store:
             )
 
     def get_trial(self, trial_id: str) -> TrialRow | None:
-        with self._session() as s:
+        with self._session(read_only=True) as s:
             return s.get(TrialRow, trial_id)
 
     def trials(
@@ -573,7 +583,7 @@ class Store:
             TrialRow.task_id,
             TrialRow.trial_index,
         )
-        with self._session() as s:
+        with self._session(read_only=True) as s:
             return list(s.exec(query))
 
     # ---- steps --------------------------------------------------------------------
@@ -624,11 +634,11 @@ class Store:
             return result.rowcount == 1
 
     def get_step(self, trial_id: str, step: int) -> StepRow | None:
-        with self._session() as s:
+        with self._session(read_only=True) as s:
             return s.get(StepRow, step_id(trial_id, step))
 
     def steps(self, trial_id: str) -> list[StepRow]:
-        with self._session() as s:
+        with self._session(read_only=True) as s:
             return list(
                 s.exec(
                     select(StepRow)
@@ -642,7 +652,7 @@ class Store:
         return [m for row in self.steps(trial_id) for m in row.message_list()]
 
     def count_steps(self, trial_id: str) -> int:
-        with self._session() as s:
+        with self._session(read_only=True) as s:
             return s.exec(
                 select(func.count())
                 .select_from(StepRow)
@@ -672,14 +682,14 @@ class Store:
                 TaskResultRow.agent_model, TaskResultRow.domain, TaskResultRow.task_id
             )
         )
-        with self._session() as s:
+        with self._session(read_only=True) as s:
             return [row.outcome() for row in s.exec(query)]
 
     # ---- progress -----------------------------------------------------------------
 
     def progress(self, run_id: str) -> tuple[int, int, float | None]:
         """(finished trials, total trials, pass^1 over the scored ones so far)."""
-        with self._session() as s:
+        with self._session(read_only=True) as s:
             run = s.get(RunRow, run_id)
             if run is None:
                 raise NotFoundError(f"no run {run_id!r} in the results store")
@@ -713,13 +723,13 @@ class Store:
             .order_by(StepRow.trial_id, StepRow.step)
         )
         out: dict[str, list[StepRow]] = {}
-        with self._session() as s:
+        with self._session(read_only=True) as s:
             for row in s.exec(query):
                 out.setdefault(row.trial_id, []).append(row)
         return out
 
     def runs_with_fingerprint(self, fingerprint: str) -> list[RunRow]:
-        with self._session() as s:
+        with self._session(read_only=True) as s:
             return list(s.exec(select(RunRow).where(RunRow.fingerprint == fingerprint)))
 
     def import_source(self, run_id: str) -> dict[str, Any] | None:

@@ -421,3 +421,31 @@ def test_unsupported_url_gives_store_error():
         Store("mysql://localhost/x")
     with pytest.raises(StoreError):
         Store("not a url")
+
+
+def test_sqlite_readers_do_not_wait_for_a_writer(tmp_path):
+    """Another process holding SQLite's write lock (a worker mid-transaction) does not
+    hold up reads: progress displays and step lookups read a snapshot, they never queue
+    for the lock (a reader that asked for it would wait out busy_timeout, then fail)."""
+    import sqlite3
+
+    path = tmp_path / "results.db"
+    store = Store(f"sqlite:///{path}")
+    store.create_run(make_config(), total_trials=1)
+    spec = make_spec()
+    store.begin_trial(spec)
+    store.record_step(spec.trial_id, "r1", 0, "user", [msg("hello", role="user")])
+
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("DELETE FROM steps")  # uncommitted: readers must not see it
+    try:
+        assert store.progress("r1") == (0, 1, None)
+        assert [t.trial_id for t in store.trials("r1")] == [spec.trial_id]
+        assert [m.content for m in store.messages(spec.trial_id)] == ["hello"]
+        assert store.count_steps(spec.trial_id) == 1
+        assert store.get_run("r1").status == "running"
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+        store.close()
