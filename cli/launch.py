@@ -10,6 +10,9 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -296,10 +299,34 @@ async def _workflow_exists(client: Client, workflow_id: str) -> bool:
 
 
 async def workflow_status(client: Client, run_id: str) -> str | None:
+    """The run workflow's status; for a running one with no worker to execute it, the
+    status says so and how to start one."""
     try:
         desc = await client.get_workflow_handle(run_id).describe()
     except Exception:
         return None
     status = desc.status
-    return status.name.lower() if isinstance(status, WorkflowExecutionStatus) else str(status)
+    name = status.name.lower() if isinstance(status, WorkflowExecutionStatus) else str(status)
+    if status == WorkflowExecutionStatus.RUNNING and not await has_live_worker(client, desc.task_queue):
+        name += (f" (but no worker has polled task queue {desc.task_queue!r} for "
+                 f"{POLLER_FRESH_S // 60:g} minutes: start one with `passhat worker`)")
+    return name
+
+
+# A live worker's long polls return within about a minute and it polls again at once, so
+# a poller unseen for longer than this is gone (Temporal lists pollers for 5 minutes).
+POLLER_FRESH_S = 120
+
+
+async def has_live_worker(client: Client, task_queue: str) -> bool:
+    """Whether some worker polled the queue, for workflow or for activity tasks, lately."""
+    now = datetime.now(timezone.utc)
+    for kind in (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY):
+        resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+            namespace=client.namespace, task_queue=TaskQueue(name=task_queue), task_queue_type=kind,
+        ))
+        if any((now - p.last_access_time.ToDatetime(timezone.utc)).total_seconds() < POLLER_FRESH_S
+               for p in resp.pollers):
+            return True
+    return False
 

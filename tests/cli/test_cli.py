@@ -99,3 +99,24 @@ def test_ctrl_c_on_run_says_how_to_resume(env, tmp_path):
         proc.kill()
     assert proc.returncode == 130, stderr
     assert "passhat resume interrupted" in stderr and "Traceback" not in stderr
+
+
+async def test_status_says_when_no_worker_polls(fresh_temporal_server, tmp_path):
+    """A detached run that no worker executes is "running" in Temporal for ever: status
+    says that no worker polls its queue and how to start one, and stops saying it once
+    a worker polls."""
+    from passhat.testing.harness import Passhat, stopping_workers
+
+    for ph in stopping_workers(Passhat(home=tmp_path / "home", temporal_address=fresh_temporal_server.address)):
+        started = ph.cli("run", "--domain", "airline", "--task", "0", "--agent-model", "scripted/oracle",
+                         "--user-model", "scripted/oracle", "--run-id", "orphan", "--detach")
+        assert started.returncode == 0, started.stderr
+        idle = ph.cli("status", "orphan")
+        assert idle.returncode == 0, idle.stderr
+        assert "workflow running (but no worker has polled task queue 'passhat'" in idle.stdout
+        assert "`passhat worker`" in idle.stdout
+
+        worker = ph.start_worker()
+        await worker.ready()
+        polled = ph.cli("status", "orphan")
+        assert polled.returncode == 0 and "no worker" not in polled.stdout, polled.stdout
