@@ -276,6 +276,22 @@ def classify(exc: BaseException, model: str | None = None) -> ModelCallError:
             retry_after_s=retry_after_seconds(exc) if transient else None,
         )
 
+    inner = _custom_provider_error(exc)
+    if inner is not None:
+        # A custom provider's own code raised: its exception, not the connection error
+        # litellm wraps it in, is what failed. A bug there is not fixed by retrying.
+        return ModelCallError(
+            secrets.redact(f"{type(inner).__name__} in provider {exc.llm_provider!r}"
+                           f"{f' calling {model}' if model else ''}: {' '.join(str(inner).split())}"),
+            error_class=type(inner).__name__,
+            transient=isinstance(inner, (TimeoutError, ConnectionError)),
+        )
+    if isinstance(exc, litellm.InternalServerError) and _INVALID_BODY in str(exc):
+        # litellm reports an answer it cannot parse (an HTML page from a proxy, with
+        # status 200) as a 500: say what came back. Retrying the same endpoint gets the
+        # same page, so the fix is the api_base.
+        status = None
+        return error("InvalidResponseError", transient=False)
     for name in _MODEL_FAILURES:
         cls = getattr(litellm, name, None)
         if cls is not None and isinstance(exc, cls):
@@ -299,6 +315,26 @@ def classify(exc: BaseException, model: str | None = None) -> ModelCallError:
     # Unknown provider prefixes and other configuration mistakes raise plain exceptions
     # from litellm; retrying them cannot help.
     return error(type(exc).__name__, transient=False)
+
+
+# What litellm says when a 200 answer's body is not a chat completion.
+_INVALID_BODY = "Empty or invalid response from LLM endpoint"
+
+
+def _custom_provider_error(exc: BaseException) -> BaseException | None:
+    """The exception a registered custom provider raised, which litellm hands on as an
+    APIConnectionError ("HTTP 500") with the original as its context; None otherwise."""
+    import litellm
+
+    inner = exc.__context__
+    if not isinstance(exc, litellm.APIConnectionError) or inner is None:
+        return None
+    custom = {entry.get("provider") for entry in litellm.custom_provider_map or []}
+    if getattr(exc, "llm_provider", None) not in custom or type(inner).__module__.startswith(
+        ("litellm", "openai", "httpx", "httpcore", "aiohttp")
+    ):
+        return None
+    return inner
 
 
 def provider_message(exc: BaseException) -> str:

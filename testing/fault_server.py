@@ -26,8 +26,8 @@ A fault is a kind string (``"429"``) or a ``Fault``/dict with parameters, e.g.
 The responder (sync or async) runs on the server's own event loop thread: keep
 sync responders quick, they hold up every other request while they run.
 
-Kinds: delay, 429, 500, 503, drop, timeout, 401, 400, 404, context_window,
-empty_choices. Models listed in ``bad_models`` (default ``{"bad-model"}``)
+Kinds: delay, 429, 500, 503, drop, timeout, 401, 401_echo, 400, 404, context_window,
+empty_choices, not_json. Models listed in ``bad_models`` (default ``{"bad-model"}``)
 always get a 404 model_not_found, whatever the plan says.
 """
 
@@ -67,6 +67,7 @@ KINDS = (
     "404",
     "context_window",
     "empty_choices",
+    "not_json",
 )
 
 
@@ -409,6 +410,9 @@ class FaultServer:
                 "created": int(time.time()), "model": "fault-server", "choices": [],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1},
             })
+        if k == "not_json":  # a proxy's HTML page where the API should be
+            return web.Response(status=200, text="<html><body>Sign in to continue</body></html>",
+                                content_type="text/html")
         if k == "drop":
             # Close the socket without writing a status line: the client sees the
             # connection end mid-request. Then return a response aiohttp can't send.

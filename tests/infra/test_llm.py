@@ -62,6 +62,8 @@ async def test_empty_choices_give_an_empty_message():
         ("401", "AuthenticationError", False, None),
         ("400", "BadRequestError", False, None),
         ("context_window", "ContextWindowExceededError", False, None),
+        # A 200 whose body is a web page: neither a 500 nor worth retrying.
+        ("not_json", "InvalidResponseError", False, None),
     ],
 )
 async def test_provider_errors_are_classified(fault, error_class, transient, retry_after):
@@ -74,7 +76,27 @@ async def test_provider_errors_are_classified(fault, error_class, transient, ret
     # One clean line: the class once, a status only when a server answered with one.
     message = str(err)
     assert message.count(error_class) == 1 and "\n" not in message, message
-    assert ("HTTP" in message) == (fault != "drop"), message
+    assert ("HTTP" in message) == (fault not in ("drop", "not_json")), message
+
+
+async def test_an_error_inside_a_custom_provider_keeps_its_class(monkeypatch):
+    """A custom provider's own exception is what failed, not a connection: it keeps its
+    class and message, says which provider raised it, and is not retried."""
+    import litellm
+
+    class Broken(litellm.CustomLLM):
+        async def acompletion(self, *args, **kwargs):
+            raise KeyError("deployment 'east' is not configured")
+
+    monkeypatch.setattr(litellm, "custom_provider_map",
+                        [*litellm.custom_provider_map, {"provider": "broken", "custom_handler": Broken()}])
+    with pytest.raises(llm.ModelCallError) as info:
+        await llm.complete("broken/m", [{"role": "user", "content": "hi"}], tools=[], role="assistant",
+                           model_args={}, metadata={}, seed=1, timeout_s=5)
+    err = info.value
+    assert (err.error_class, err.transient, err.status_code) == ("KeyError", False, None)
+    assert str(err) == ("KeyError in provider 'broken' calling broken/m: "
+                        "\"deployment 'east' is not configured\""), str(err)
 
 
 @pytest.mark.parametrize(
