@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Awaitable, TypeVar
 
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -32,7 +32,7 @@ from passhat.contracts import (
 from passhat.domains import scripted
 from passhat.domains.registry import get_domain
 from passhat.infra import llm, tracing
-from passhat.infra.store import Store
+from passhat.infra.store import Store, StoreError
 
 T = TypeVar("T")
 
@@ -154,13 +154,17 @@ class ConversationActivities:
 
     async def _model_turn(self, ref: StepRef, role: llm.Perspective) -> StepResult:
         spec = ref.trial
-        recorded = await asyncio.to_thread(self.store.get_step, spec.trial_id, ref.step)
+        every_s = max(1.0, spec.retry.heartbeat_timeout_s / 3)
+        # Temporal's heartbeat timeout runs from the start of the attempt, so everything
+        # that may be slow heartbeats: the store (busy, or down), loading a domain's data
+        # the first time (seconds), and a worker whose threads are all taken.
+        recorded = await _with_heartbeat(
+            asyncio.to_thread(self.store.get_step, spec.trial_id, ref.step), every_s
+        )
         if recorded is not None:
             return recorded_result(recorded)
-        # Loading a domain's data the first time takes seconds: heartbeat meanwhile.
         history, system, tools = await _with_heartbeat(
-            asyncio.to_thread(self._prompt, ref, role),
-            every_s=max(1.0, spec.retry.heartbeat_timeout_s / 3),
+            asyncio.to_thread(self._prompt, ref, role), every_s
         )
         model = spec.agent_model if role == "assistant" else spec.user_model
         args = spec.agent_args if role == "assistant" else spec.user_args
@@ -199,7 +203,7 @@ class ConversationActivities:
                         timeout_s=spec.retry.model_call_timeout_s,
                         empty_retries=EMPTY_REPLY_RETRIES,
                     ),
-                    every_s=max(1.0, spec.retry.heartbeat_timeout_s / 3),
+                    every_s=every_s,
                 )
                 span.set_attributes({
                     "gen_ai.response.model": reply.model or model,
@@ -220,13 +224,12 @@ class ConversationActivities:
                     else None,
                 ) from None  # the provider's exception, unredacted, stays out of the failure
             # The model's own failure: recorded as its step, and the conversation ends.
-            return await asyncio.to_thread(
-                self._record, ref, role, [Message(role=role)],
+            return await self._record_paid(
+                ref, role, [Message(role=role)],
                 model=model, failure_class=err.error_class, failure=str(err),
             )
         failure_class, failure = model_failure(reply.message, spec) or (None, None)
-        return await asyncio.to_thread(
-            self._record,
+        return await self._record_paid(
             ref,
             role,
             [reply.message],
@@ -239,6 +242,32 @@ class ConversationActivities:
             failure_class=failure_class,
             failure=failure,
         )
+
+    async def _record_paid(self, ref: StepRef, role: str, messages: list[Message], **details) -> StepResult:  # noqa: ANN003
+        """Record a step whose model call has been made (and paid for). A store that is
+        down is waited out here, heartbeating, for as long as bookkeeping may retry:
+        failing the activity would throw the answer away and pay for the call again."""
+        retry = ref.trial.retry
+        wait_s = retry.bookkeeping_for_s
+        info = activity.info()
+        if info.start_to_close_timeout:  # give up before Temporal times the attempt out
+            ends = info.started_time + info.start_to_close_timeout
+            wait_s = min(wait_s, (ends - datetime.now(timezone.utc)).total_seconds() - 5)
+        deadline = time.monotonic() + wait_s
+        delay = retry.initial_interval_s
+        while True:
+            try:
+                return await _with_heartbeat(
+                    asyncio.to_thread(self._record, ref, role, messages, **details),
+                    max(1.0, retry.heartbeat_timeout_s / 3),
+                )
+            except StoreError as err:
+                if time.monotonic() + delay > deadline:
+                    raise
+                activity.logger.warning("step %s#%s not recorded yet, retrying in %.0fs: %s",
+                                        ref.trial.trial_id, ref.step, delay, err)
+                await _with_heartbeat(asyncio.sleep(delay), max(1.0, retry.heartbeat_timeout_s / 3))
+                delay = min(delay * retry.backoff, retry.max_interval_s)
 
     def _prompt(self, ref: StepRef, role: str) -> tuple[list[Message], str, list | None]:
         spec = ref.trial

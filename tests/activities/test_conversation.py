@@ -69,3 +69,40 @@ async def test_a_cancelled_activity_cancels_its_model_call():
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(running, 10)
     assert cancelled.is_set()
+
+
+async def test_a_paid_answer_waits_out_a_store_that_is_down(sqlite_store, monkeypatch):
+    """The store fails while a model answer is being recorded: the activity keeps the
+    answer and retries the write (heartbeating) instead of failing, which would throw the
+    answer away and pay for the call again."""
+    import dataclasses
+    from datetime import datetime, timedelta, timezone
+
+    from passhat.infra import llm
+    from passhat.infra.store import StoreError
+
+    store, spec = sqlite_store, airline_trial()
+    spec.retry.initial_interval_s = 0.01
+    store.begin_trial(spec)
+    store.record_step(spec.trial_id, spec.run_id, 0, "assistant", [Message(role="assistant", content=AGENT_GREETING)])
+    calls, outage = [], ["down", "down"]
+    real_complete, real_record = llm.complete, store.record_step
+
+    async def complete(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls.append(args[0])
+        return await real_complete(*args, **kwargs)
+
+    def record_step(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        if outage:
+            outage.pop()
+            raise StoreError("results store at sqlite:///x failed: database is down")
+        return real_record(*args, **kwargs)
+
+    monkeypatch.setattr(llm, "complete", complete)
+    monkeypatch.setattr(store, "record_step", record_step)
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, started_time=datetime.now(timezone.utc),
+                                   start_to_close_timeout=timedelta(seconds=60))
+    result = await env.run(ConversationActivities(store).user_turn, StepRef(trial=spec, step=1))
+    assert (result.step, result.role, outage, calls) == (1, "user", [], ["scripted/oracle"])
+    assert "(task 1)" in store.messages(spec.trial_id)[-1].content  # the answer, recorded
