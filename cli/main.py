@@ -20,6 +20,7 @@ from typer.core import TyperGroup
 from passhat.contracts import DEFAULT_MAX_ERRORS, DEFAULT_MAX_STEPS, DEFAULT_SEED, RetryConfig
 
 _RETRY = RetryConfig()  # the defaults the options show
+MAX_CONCURRENT_ACTIVITIES = 64  # per worker process
 
 
 @contextmanager
@@ -124,6 +125,7 @@ def run(
     max_attempts: int = typer.Option(_RETRY.max_attempts, help="Attempts per model call within --retry-for; 0 means no limit."),
     model_timeout: float = typer.Option(_RETRY.model_call_timeout_s, help="Seconds one model call may take before it is retried as a timeout."),
     detach: bool = typer.Option(False, "--detach", help="Start the run and return; a `passhat worker` must be running."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Worker processes this command runs for the run (one process uses one core); default: the machine's cores."),
     output: str = typer.Option("table", "--output", "-o", help="table or json (json prints exactly one JSON object)."),
 ) -> None:
     """Evaluate agent models on tau2 domains and report pass^k."""
@@ -132,7 +134,7 @@ def run(
         trials=trials, concurrency=concurrency, run_id=run_id, agent_args=agent_args,
         user_args=user_args, max_steps=max_steps, max_errors=max_errors,
         max_attempts=max_attempts, model_timeout=model_timeout, retry_for=retry_for, detach=detach,
-        output=output, limit=None,
+        output=output, limit=None, workers=workers,
         task_file=task_file, seed=seed, lenient_tool_args=lenient_tool_args,
     ))
 
@@ -151,13 +153,15 @@ def demo(
     ))
 
 
-def _run_command(*, output: str, detach: bool, limit: int | None, **kwargs) -> None:  # noqa: ANN003
+def _run_command(*, output: str, detach: bool, limit: int | None, workers: int | None = None, **kwargs) -> None:  # noqa: ANN003
     from passhat.cli.launch import UserInputError, build_config
 
     if output not in ("table", "json"):
         raise UserInputError(f"--output must be 'table' or 'json', got '{output}'")
+    if workers is not None and workers < 1:
+        raise UserInputError(f"--workers must be at least 1, got {workers}")
     config = build_config(limit=limit, **kwargs)
-    _finish(_execute_here(config, detach=detach, output=output), output)
+    _finish(_execute_here(config, detach=detach, output=output, workers=workers), output)
 
 
 def _execute_here(config, **kwargs):  # noqa: ANN001, ANN003, ANN202
@@ -196,13 +200,13 @@ def _finish(summary, output: str) -> None:  # noqa: ANN001
         raise typer.Exit(1)
 
 
-async def _execute(config, *, detach: bool, output: str, resume: bool = False):  # noqa: ANN001, ANN202
+async def _execute(config, *, detach: bool, output: str, resume: bool = False, workers: int | None = None):  # noqa: ANN001, ANN202
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from passhat.cli.launch import follow, start_run
     from passhat.infra.store import Store
     from passhat.infra.temporal_server import connect, ui_url
-    from passhat.cli.worker import build_worker
+    from passhat.cli.worker import build_worker, default_process_count, worker_processes
 
     store = Store()
     client = await connect()
@@ -227,8 +231,11 @@ async def _execute(config, *, detach: bool, output: str, resume: bool = False): 
         def update(done: int, total: int, pass1: float | None) -> None:
             progress.update(bar, completed=done, total=total, pass1="-" if pass1 is None else f"{pass1:.3f}")
 
-        async with build_worker(client, store):
-            summary = await follow(handle, store, config.run_id, update)
+        # This process runs one worker; the others are child processes, which end with it.
+        extra = (workers or default_process_count()) - 1
+        with worker_processes(extra, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES):
+            async with build_worker(client, store, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES):
+                summary = await follow(handle, store, config.run_id, update)
     return summary
 
 
@@ -518,7 +525,8 @@ def tasks(domain: str = typer.Argument(..., help="Domain name.")) -> None:
 
 @app.command()
 def worker(
-    max_concurrent_activities: int = typer.Option(64, help="Activities this worker runs at once."),
+    processes: int = typer.Option(1, "--processes", "-p", help="Worker processes to run on this machine (one process uses one core)."),
+    max_concurrent_activities: int = typer.Option(MAX_CONCURRENT_ACTIVITIES, help="Activities each worker process runs at once."),
 ) -> None:
     """Run a standalone worker on the passhat task queue (Ctrl-C to stop)."""
 
@@ -532,7 +540,18 @@ def worker(
         err_console.print("passhat worker polling task queue 'passhat'")
         await w.run()
 
-    _guard(lambda: asyncio.run(serve()))
+    def body() -> None:
+        from passhat.cli.launch import UserInputError
+        from passhat.cli.worker import end_with_parent, worker_processes
+
+        if processes < 1:
+            raise UserInputError(f"--processes must be at least 1, got {processes}")
+        end_with_parent()
+        # This process is one of the workers; the others are its children.
+        with worker_processes(processes - 1, max_concurrent_activities=max_concurrent_activities):
+            asyncio.run(serve())
+
+    _guard(body)
 
 
 @server_app.command("start")
