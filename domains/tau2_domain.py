@@ -5,8 +5,10 @@ as a library, so a reward computed here is the reward tau2 gives the same conver
 What this module adds is speed for a worker that runs thousands of trials in one process:
 
 - tau2's environment constructors re-read the domain's database file (airline: 7 MB of
-  JSON) every time, and its evaluator builds two environments per scoring. Here each
-  database is parsed once per process and every environment gets a fresh copy of it.
+  JSON) every time, and its evaluator builds two environments per scoring, one of them
+  the gold final state, which is the same for every trial of a task. Here each database
+  is parsed once per process, every environment gets a fresh copy of it, and the gold
+  state is hashed once per task.
 - A conversation's environment is kept between tool calls (`session`), so a tool call
   does not replay the whole conversation unless this worker has not seen it yet.
 
@@ -62,6 +64,10 @@ class Tau2Domain:
         self.tau2_name = name
         self._tasks = None if tasks is None else {task.id: task for task in tasks}
         self._sessions = _SessionCache(session_cache_size)
+        # task id -> gold database hashes (see _gold_hashes). Two threads may compute
+        # the same entry at once; both get the same value, so no lock is needed.
+        self._gold: dict[str, tuple[str, str | None]] = {}
+        self._user_prompts: dict[str, str] = {}
 
     # -- tasks and prompts -------------------------------------------------------------
 
@@ -86,28 +92,31 @@ class Tau2Domain:
             initial_messages=_initial_messages(task),
         )
 
+    # Prompts and tool schemas are asked for on every model call and never change: they
+    # are built once (per domain, and per task for the user) and shared, not copied, so
+    # callers must not modify them.
+
     def agent_tools(self) -> list[dict[str, Any]]:
-        return [tool.openai_schema for tool in _data(self.tau2_name).agent_tools]
+        return _data(self.tau2_name).agent_tool_schemas
 
     def user_tools(self) -> list[dict[str, Any]] | None:
-        tools = _data(self.tau2_name).user_tools
-        return None if tools is None else [tool.openai_schema for tool in tools]
+        return _data(self.tau2_name).user_tool_schemas
 
     def agent_system_prompt(self) -> str:
-        from tau2.agent.llm_agent import LLMAgent
-
-        data = _data(self.tau2_name)
-        return LLMAgent(tools=data.agent_tools, domain_policy=data.policy).system_prompt
+        return _data(self.tau2_name).agent_system_prompt()
 
     def user_system_prompt(self, task_id: str) -> str:
-        from tau2.user.user_simulator import UserSimulator
+        prompt = self._user_prompts.get(task_id)
+        if prompt is None:
+            from tau2.user.user_simulator import UserSimulator
 
-        task = self._tau2_task(task_id)
-        # The guidelines differ with and without user tools, as in tau2's run.
-        user = UserSimulator(
-            tools=_data(self.tau2_name).user_tools, instructions=str(task.user_scenario)
-        )
-        return user.system_prompt
+            task = self._tau2_task(task_id)
+            # The guidelines differ with and without user tools, as in tau2's run.
+            user = UserSimulator(
+                tools=_data(self.tau2_name).user_tools, instructions=str(task.user_scenario)
+            )
+            prompt = self._user_prompts[task_id] = user.system_prompt
+        return prompt
 
     # -- tools -------------------------------------------------------------------------
 
@@ -173,7 +182,11 @@ class Tau2Domain:
     def score(
         self, task_id: str, messages: list[Message], termination_reason: str
     ) -> Score:
+        """tau2's reward for the conversation ("all" evaluation: environment, actions,
+        communication). The gold final state is the same for every trial of a task, so
+        its hashes are computed once per task (tau2 rebuilds it for every trial)."""
         from tau2.data_model.simulation import SimulationRun, TerminationReason
+        from tau2.data_model.tasks import RewardType
         from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
         from tau2.utils.utils import get_now
 
@@ -184,28 +197,121 @@ class Tau2Domain:
                 reward=0.0,
                 info={"note": f"Not a tau2 stop reason: {termination_reason!r}"},
             )
-        data = _data(self.tau2_name)
-        now = get_now()
-        simulation = SimulationRun(
-            id=f"passhat-{task_id}",
-            task_id=task_id,
-            start_time=now,
-            end_time=now,
-            duration=0.0,
-            termination_reason=termination_reason,
-            messages=_to_tau2_trajectory(_with_initial_messages(task, messages)),
-        )
-        with _gc_paused():
-            result = evaluate_simulation(
-                simulation=simulation,
-                task=task,
-                evaluation_type=EvaluationType.ALL,
-                solo_mode=False,
-                # The evaluator uses this name only to look up the environment
-                # constructor; ours builds from the cached database.
-                domain=data.evaluator_domain,
+        trajectory = _to_tau2_trajectory(_with_initial_messages(task, messages))
+        stopped = termination_reason in (TerminationReason.AGENT_STOP, TerminationReason.USER_STOP)
+        criteria = task.evaluation_criteria
+        if not stopped or criteria is None or RewardType.NL_ASSERTION in criteria.reward_basis:
+            # tau2's evaluator answers these without building any environment: a trial
+            # that did not stop scores 0, a task without criteria 1, and NL assertions
+            # are refused under "all".
+            now = get_now()
+            simulation = SimulationRun(
+                id=f"passhat-{task_id}", task_id=task_id, start_time=now, end_time=now,
+                duration=0.0, termination_reason=termination_reason, messages=trajectory,
             )
-        return _to_score(result)
+            return _to_score(evaluate_simulation(
+                simulation=simulation, task=task, evaluation_type=EvaluationType.ALL,
+                solo_mode=False, domain=_data(self.tau2_name).evaluator_domain,
+            ))
+        with _gc_paused():
+            return _to_score(self._evaluate_all(task, trajectory))
+
+    def _evaluate_all(self, task: Any, trajectory: list[Any]) -> Any:
+        """tau2's "all" evaluation of a stopped trajectory, as its evaluate_simulation
+        combines it: the reward is the product of the parts in the task's reward basis."""
+        from tau2.data_model.simulation import RewardInfo
+        from tau2.data_model.tasks import RewardType
+        from tau2.evaluator.evaluator_action import ActionEvaluator
+        from tau2.evaluator.evaluator_communicate import CommunicateEvaluator
+
+        criteria = task.evaluation_criteria
+        env = self._environment_reward(task, trajectory)
+        action = ActionEvaluator.calculate_reward(task=task, full_trajectory=trajectory)
+        communicate = CommunicateEvaluator.calculate_reward(task=task, full_trajectory=trajectory)
+        basis = set(criteria.reward_basis)
+        reward, breakdown = 1.0, {}
+        for part, kinds in (
+            (env, {RewardType.DB, RewardType.ENV_ASSERTION}),
+            (action, {RewardType.ACTION}),
+            (communicate, {RewardType.COMMUNICATE}),
+        ):
+            if basis & kinds:
+                breakdown.update(part.reward_breakdown or {})
+                reward *= part.reward
+        return RewardInfo(
+            reward=reward,
+            db_check=env.db_check,
+            env_assertions=env.env_assertions,
+            action_checks=action.action_checks,
+            communicate_checks=communicate.communicate_checks,
+            reward_basis=criteria.reward_basis,
+            reward_breakdown=breakdown,
+            info={"env": env.info, "nl": None, "communicate": communicate.info, "action": action.info},
+        )
+
+    def _environment_reward(self, task: Any, trajectory: list[Any]) -> Any:
+        """tau2's environment check: the databases after replaying the trajectory must
+        hash like the gold ones, and the task's environment assertions must hold."""
+        from tau2.data_model.simulation import DBCheck, EnvAssertionCheck, RewardInfo
+        from tau2.data_model.tasks import RewardType
+
+        criteria = task.evaluation_criteria
+        if criteria.actions is None and criteria.env_assertions is None:
+            return RewardInfo(
+                reward=1.0,
+                db_check=DBCheck(db_match=True, db_reward=1.0),
+                info={"note": "No expected actions or env assertions"},
+            )
+        init = task.initial_state
+        predicted = _data(self.tau2_name).new_environment()
+        predicted.set_state(
+            initialization_data=init.initialization_data if init else None,
+            initialization_actions=init.initialization_actions if init else None,
+            message_history=trajectory,
+        )
+        db_match = self._gold_hashes(task) == (predicted.get_db_hash(), predicted.get_user_db_hash())
+        db_check = DBCheck(db_match=db_match, db_reward=1.0 if db_match else 0.0)
+        assertions = []
+        for assertion in criteria.env_assertions or []:
+            met = predicted.run_env_assertion(assertion, raise_assertion_error=False)
+            assertions.append(EnvAssertionCheck(env_assertion=assertion, met=met, reward=1.0 if met else 0.0))
+        reward, breakdown = 1.0, {}
+        if RewardType.DB in criteria.reward_basis:
+            breakdown[RewardType.DB] = db_check.db_reward
+            reward *= db_check.db_reward
+        if RewardType.ENV_ASSERTION in criteria.reward_basis:
+            met_all = 1.0 if all(a.met for a in assertions) else 0.0
+            breakdown[RewardType.ENV_ASSERTION] = met_all
+            reward *= met_all
+        return RewardInfo(
+            reward=reward,
+            db_check=db_check,
+            env_assertions=assertions,
+            reward_basis=criteria.reward_basis,
+            reward_breakdown=breakdown,
+        )
+
+    def _gold_hashes(self, task: Any) -> tuple[str, str | None]:
+        """Hashes of the agent and user databases after the task's gold actions, from
+        its initial state, computed once per task."""
+        hashes = self._gold.get(task.id)
+        if hashes is None:
+            init = task.initial_state
+            gold = _data(self.tau2_name).new_environment()
+            gold.set_state(
+                initialization_data=init.initialization_data if init else None,
+                initialization_actions=init.initialization_actions if init else None,
+                message_history=(init.message_history or []) if init else [],
+            )
+            for action in task.evaluation_criteria.actions or []:
+                try:
+                    gold.make_tool_call(
+                        tool_name=action.name, requestor=action.requestor, **action.arguments
+                    )
+                except Exception:  # noqa: BLE001
+                    pass  # as in tau2: a gold action that fails leaves the state as it was
+            hashes = self._gold[task.id] = (gold.get_db_hash(), gold.get_user_db_hash())
+        return hashes
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -236,6 +342,11 @@ class _Tau2Data:
         self.policy = env.get_policy()
         self.agent_tools = env.get_tools()
         self.user_tools = env.get_user_tools() if env.user_tools is not None else None
+        self.agent_tool_schemas = [tool.openai_schema for tool in self.agent_tools]
+        self.user_tool_schemas = (
+            None if self.user_tools is None else [tool.openai_schema for tool in self.user_tools]
+        )
+        self._agent_prompt: str | None = None
         # Databases are kept as plain data: validating a dict into a new model is the
         # fastest full copy measured (faster than deepcopy, model_copy or re-parsing JSON)
         # and shares nothing mutable with the cache.
@@ -247,6 +358,13 @@ class _Tau2Data:
         self.evaluator_domain = f"passhat-{name}"
         if self.evaluator_domain not in registry.get_domains():
             registry.register_domain(self.new_environment, self.evaluator_domain)
+
+    def agent_system_prompt(self) -> str:
+        if self._agent_prompt is None:
+            from tau2.agent.llm_agent import LLMAgent
+
+            self._agent_prompt = LLMAgent(tools=self.agent_tools, domain_policy=self.policy).system_prompt
+        return self._agent_prompt
 
     def new_environment(self, solo_mode: bool = False) -> Any:
         """tau2's environment for this domain, on a fresh copy of the cached database."""
