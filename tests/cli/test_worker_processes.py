@@ -9,6 +9,8 @@ carries the identity (pid@host) of the worker that took the task.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -104,7 +106,11 @@ async def test_worker_processes_share_the_work_and_end_with_their_parent(fresh_t
         assert len(identities) >= 2, identities  # the work went to more than one process
 
         worker.kill()  # SIGKILL: the parent gets no chance to stop its children
-        await until(lambda: not children_of(worker.pid), "the children to exit with their parent", 60)
+        try:
+            await until(lambda: not children_of(worker.pid), "the children to exit with their parent", 60)
+        finally:
+            for pid in children_of(worker.pid):  # never leave one behind, even when red
+                os.kill(pid, signal.SIGKILL)
 
 
 async def test_run_with_workers_runs_them_and_leaves_none_behind(fresh_temporal_server, tmp_path):
