@@ -1,0 +1,538 @@
+#!/usr/bin/env python
+"""Throughput bench: tau2's own runner and `passhat run` on the same loopback model.
+
+One invocation runs, one after the other, against the same OpenAI-compatible loopback
+server that answers every model call after --latency seconds (the scripted oracle agent
+and user of passhat.testing.scripted_http, so every conversation should end with reward
+1.0):
+
+  * tau2: `tau2.run.run_tasks` (as tests/parity calls it: no results file unless
+    --tau2-save, which adds the checkpoint file `tau2 run` writes after every
+    conversation), in a process of its own;
+  * passhat: the `passhat run` command as it stands in this tree (its in-process worker,
+    and any worker processes it starts), on an embedded Temporal server started before
+    timing begins.
+
+For each it prints wall time, conversations per hour, CPU seconds (in all), CPU seconds
+per conversation and peak RSS (of all its processes together: the process tree is
+sampled); then the ratio of the two, and the latency bound of the work:
+ceil(conversations / concurrency) waves x model calls per conversation x latency (calls
+counted by the loopback server). The model server and the Temporal server run in
+processes of their own and are not counted in either runner's figures; their CPU is
+printed separately (Temporal's is part of passhat's cost in practice).
+
+    python bench/throughput.py                      # airline, 50 conversations, c=30, 0.5 s
+    python bench/throughput.py --large              # 1000 conversations at c=100 (+ history)
+    python bench/throughput.py --conversations 10 --concurrency 5 --latency 0.2   # quick
+    python bench/throughput.py --large --runners passhat                          # skip tau2
+
+More conversations than the domain has tasks run every task with k trials (the count
+must then be a multiple of the number of tasks). Also printed: the Temporal history
+(events, bytes) of a sample of trial workflows, and the targets, which are printed and
+never asserted. The machine's load average is printed too: on a shared machine other
+processes take CPU from both runners, so compare figures from one invocation only.
+Loopback only; every runner is bounded by --timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import select
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+PASSHAT = Path(sys.executable).parent / "passhat"
+MODEL = "openai/oracle"  # the scripted oracle, for agent and user alike
+SAMPLE_S = 0.2  # process-tree RSS sampling period
+
+# Targets (printed, not asserted).
+TARGET_RATIO = 5.0  # passhat conversations/hour over tau2's, default setup
+TARGET_CPU_PER_CONV = 0.4  # passhat CPU seconds per conversation
+TARGET_RSS = 1.5e9  # bytes, all passhat processes together
+TARGET_BOUND_FACTOR = 1.3  # large mode: wall <= 1.3 x max(latency bound, CPU / cores)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--domain", default="airline")
+    ap.add_argument("--conversations", "-n", type=int, default=None,
+                    help="conversations per runner (default 50; 1000 with --large)")
+    ap.add_argument("--concurrency", "-c", type=int, default=None,
+                    help="conversations in flight (default 30; 100 with --large)")
+    ap.add_argument("--latency", type=float, default=0.5, help="seconds per model call")
+    ap.add_argument("--large", action="store_true",
+                    help="1000 conversations at concurrency 100 (unless given)")
+    ap.add_argument("--runners", default="tau2,passhat", help="comma-separated: tau2, passhat")
+    ap.add_argument("--tau2-save", action="store_true",
+                    help="tau2 writes its results file after every conversation, as `tau2 run` does")
+    ap.add_argument("--passhat-args", default="",
+                    help="extra options for `passhat run`, e.g. '--workers 1'")
+    ap.add_argument("--history-sample", type=int, default=10,
+                    help="trial workflows whose Temporal history is fetched (0: none)")
+    ap.add_argument("--timeout", type=float, default=3600, help="bound on each runner (s)")
+    args = ap.parse_args(argv)
+    args.conversations = args.conversations or (1000 if args.large else 50)
+    args.concurrency = args.concurrency or (100 if args.large else 30)
+    args.runners = [r.strip() for r in args.runners.split(",") if r.strip()]
+    if not set(args.runners) <= {"tau2", "passhat"} or not args.runners:
+        ap.error("--runners takes tau2 and/or passhat")
+    return args
+
+
+def workload(domain: str, conversations: int) -> tuple[list[str], int]:
+    """(task ids, trials): the first N tasks at k=1, or every task at k=N/tasks."""
+    from passhat.domains.registry import get_domain
+
+    ids = get_domain(domain).task_ids()
+    if conversations <= len(ids):
+        return ids[:conversations], 1
+    if conversations % len(ids):
+        raise SystemExit(f"{domain} has {len(ids)} tasks: give at most that many conversations "
+                         "or a multiple of it")
+    return ids, conversations // len(ids)
+
+
+# --------------------------------------------------------------------------- child processes
+# Hidden modes of this same file, so that the model server and tau2 each run in a
+# process of their own (their CPU and memory must not be counted as anyone else's).
+
+
+def serve_model(domain: str, latency: float) -> None:
+    """`_model-server`: the scripted oracle over loopback HTTP until SIGTERM."""
+    import hashlib
+    import threading
+
+    from passhat.testing.fault_server import FaultServer
+    from passhat.testing.scripted_http import ScriptedResponder, request_key
+
+    class Keys(list):
+        """Stands in for FaultServer's list of request bodies (10^4 long prompts would be
+        hundreds of MB): keeps only a digest of each request's identity, to count the
+        distinct ones. A request received twice is one model call executed twice."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: set[bytes] = set()
+
+        def append(self, body) -> None:  # noqa: ANN001
+            if isinstance(body, dict):
+                self.seen.add(hashlib.blake2b(request_key(body).encode(), digest_size=16).digest())
+
+        def clear(self) -> None:
+            self.seen.clear()
+
+    class Server(FaultServer):
+        def stats(self) -> dict:  # what GET /stats answers
+            # (not under self._lock: super().stats() takes it, and it is not reentrant)
+            return {**super().stats(), "distinct": len(self._requests.seen)}
+
+    srv = Server(responder=ScriptedResponder([domain], latency=latency))
+    srv._requests = Keys()
+    srv.start()
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    print(f"READY {srv.url}", flush=True)
+    while not done.wait(0.5):
+        pass
+    srv.stop()
+
+
+def run_tau2_child(spec_path: str) -> None:
+    """`_tau2`: tau2's run_tasks on the spec's tasks; writes one line per conversation
+    (task, trial, reward, termination) to the spec's output file. Imports tau2 only."""
+    spec = json.loads(Path(spec_path).read_text())
+    from tau2.run import get_tasks, run_tasks
+
+    res = run_tasks(
+        domain=spec["domain"],
+        tasks=get_tasks(spec["domain"], task_split_name="base", task_ids=spec["task_ids"]),
+        agent="llm_agent",
+        user="user_simulator",
+        llm_agent=MODEL,
+        llm_args_agent=dict(spec["llm_args"]),
+        llm_user=MODEL,
+        llm_args_user=dict(spec["llm_args"]),
+        num_trials=spec["trials"],
+        max_steps=100,  # tau2 run's defaults
+        max_errors=10,
+        save_to=spec["save_to"],
+        console_display=False,
+        max_concurrency=spec["concurrency"],
+        skip_failed_samples=True,  # an aborted simulation is recorded, not raised
+        seed=300,
+        log_level="ERROR",
+    )
+    with open(spec["out"], "w") as out:
+        for sim in res.simulations:
+            out.write(json.dumps({
+                "task_id": sim.task_id, "trial": sim.trial,
+                "reward": sim.reward_info.reward if sim.reward_info else None,
+                "termination": sim.termination_reason.value,
+            }) + "\n")
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def cpu_of(pid: int) -> float:
+    """User + system CPU seconds of one live process (0 if it is gone)."""
+    import psutil
+
+    try:
+        t = psutil.Process(pid).cpu_times()
+        return t.user + t.system
+    except psutil.Error:
+        return 0.0
+
+
+def measure(cmd: list[str], env: dict, timeout: float, stdout: Path, stderr: Path,
+            progress=None) -> dict:  # noqa: ANN001
+    """Run cmd to its end: wall time, CPU (wait4's rusage: the process and every child it
+    waited for), peak RSS of its process tree (sampled every SAMPLE_S, summed over the
+    tree), and the largest single process RSS (rusage). `progress()`, if given, returns
+    a line printed every minute."""
+    import psutil
+
+    start = time.monotonic()
+    with open(stdout, "wb") as out, open(stderr, "wb") as err:
+        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                start_new_session=True)  # its own group: killable as a whole
+    root = psutil.Process(proc.pid)
+    peak_tree, timed_out = 0, False
+    cmdlines: dict[int, str] = {}
+    cpu_seen: dict[int, float] = {}  # pid -> its own CPU when last sampled
+    next_report = start + 60
+    try:
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            try:
+                tree = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                tree = []
+            total = 0
+            for p in tree:
+                try:
+                    total += p.memory_info().rss
+                    t = p.cpu_times()
+                    cpu_seen[p.pid] = t.user + t.system
+                    # Read again each time: a child sampled between fork and exec shows
+                    # its parent's command line.
+                    cmdlines[p.pid] = " ".join(p.cmdline()[1:4])
+                except psutil.Error:
+                    pass
+            peak_tree = max(peak_tree, total)
+            if progress is not None and time.monotonic() >= next_report:
+                next_report += 60
+                print(f"  [{time.monotonic() - start:6.0f} s] {progress()}", flush=True)
+            if time.monotonic() - start > timeout and not timed_out:
+                timed_out = True
+                os.killpg(proc.pid, signal.SIGKILL)
+            time.sleep(SAMPLE_S)
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM): leave no runner behind
+        os.killpg(proc.pid, signal.SIGKILL)
+        os.waitpid(proc.pid, 0)
+        raise
+    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+    return {
+        "wall_s": time.monotonic() - start,
+        # rusage counts only the children the process waited for; the sampled sum
+        # catches any it left behind (a little low: it misses the last SAMPLE_S).
+        "cpu_s": max(usage.ru_utime + usage.ru_stime, sum(cpu_seen.values())),
+        "peak_rss": max(peak_tree, usage.ru_maxrss * 1024),
+        "max_single_rss": usage.ru_maxrss * 1024,
+        "processes": len(cmdlines),
+        "cmdlines": sorted(set(cmdlines.values())),
+        "exit": proc.returncode,
+        "timed_out": timed_out,
+    }
+
+
+class ModelServer:
+    """The loopback model in a subprocess (this file's `_model-server` mode)."""
+
+    def __init__(self, domain: str, latency: float, log: Path):
+        with open(log, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, __file__, "_model-server", domain, str(latency)],
+                stdout=subprocess.PIPE, stderr=err, text=True, stdin=subprocess.DEVNULL,
+            )
+        # Building the responder loads the domain: seconds on a loaded machine. Bounded.
+        ready, _, _ = select.select([self.proc.stdout], [], [], 300)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line.startswith("READY "):
+            self.stop()
+            raise RuntimeError(f"model server did not start ({line!r}); see {log}")
+        self.url = line.split()[1]
+
+    def stats(self) -> dict:
+        with urllib.request.urlopen(self.url + "/stats", timeout=30) as r:
+            return json.load(r)
+
+    def reset(self) -> None:
+        urllib.request.urlopen(urllib.request.Request(self.url + "/reset", method="POST"), timeout=30).close()
+
+    def cpu(self) -> float:
+        return cpu_of(self.proc.pid)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# --------------------------------------------------------------------------- the runners
+
+
+def bench_tau2(args, ids: list[str], trials: int, model: ModelServer, tmp: Path) -> dict:  # noqa: ANN001
+    spec = {
+        "domain": args.domain, "task_ids": ids, "trials": trials, "concurrency": args.concurrency,
+        # tau2 takes the key itself (the loopback server accepts any).
+        "llm_args": {"api_base": model.url + "/v1", "api_key": "loopback", "temperature": 0.0},
+        "save_to": str(tmp / "tau2-results.json") if args.tau2_save else None,
+        "out": str(tmp / "tau2-outcomes.jsonl"),
+    }
+    (tmp / "tau2-spec.json").write_text(json.dumps(spec))
+    m = measure([sys.executable, __file__, "_tau2", str(tmp / "tau2-spec.json")], dict(os.environ),
+                args.timeout, tmp / "tau2.out", tmp / "tau2.err")
+    out = Path(spec["out"])
+    rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    m["ended"] = len(rows)
+    m["reward_1"] = sum(r["reward"] == 1.0 for r in rows)
+    m["not_1"] = [f"{r['task_id']}/{r['trial']}: {r['reward']} {r['termination']}" for r in rows
+                  if r["reward"] != 1.0][:5]
+    m["log"] = tmp / "tau2.err"
+    return m
+
+
+def bench_passhat(args, ids: list[str], trials: int, model: ModelServer, tmp: Path,  # noqa: ANN001
+                  temporal_address: str, run_id: str) -> dict:
+    from passhat.infra.store import Store
+    from passhat.testing.scripted_http import http_args
+
+    home = tmp / "passhat"
+    home.mkdir()
+    db_url = f"sqlite:///{home / 'results.db'}"
+    model_args = json.dumps(http_args(model.url))  # also sets the key's variable in os.environ
+    env = {**os.environ, "PASSHAT_HOME": str(home), "TEMPORAL_ADDRESS": temporal_address,
+           "PASSHAT_DB_URL": db_url}
+    cmd = [str(PASSHAT), "run", "--domain", args.domain, *[a for t in ids for a in ("--task", t)],
+           "--agent-model", MODEL, "--user-model", MODEL, "--agent-args", model_args,
+           "--user-args", model_args, "--trials", str(trials), "--concurrency", str(args.concurrency),
+           "--run-id", run_id, "--output", "json", *shlex.split(args.passhat_args)]
+    def progress() -> str:
+        import sqlite3
+
+        try:  # read-only, so the bench never holds a write lock on passhat's store
+            with sqlite3.connect(f"file:{home / 'results.db'}?mode=ro", uri=True) as db:
+                counts = dict(db.execute("select status, count(*) from trials group by status"))
+        except sqlite3.Error as err:
+            return f"store not readable yet ({err})"
+        return f"trials by status: {counts}"
+
+    m = measure(cmd, env, args.timeout, tmp / "passhat.out", tmp / "passhat.err", progress)
+    rows = Store(db_url).trials(run_id) if (home / "results.db").exists() else []
+    done = [r for r in rows if r.status != "running"]
+    m["ended"] = len(done)
+    m["reward_1"] = sum(r.reward == 1.0 for r in done)
+    m["not_1"] = [f"{r.task_id}/{r.trial_index}: {r.status} {r.reward} {r.termination_reason} {r.error_class or ''}"
+                  for r in rows if r.reward != 1.0][:5]
+    m["log"] = tmp / "passhat.err"
+    m["db_url"] = db_url
+    return m
+
+
+async def histories(address: str, db_url: str, run_id: str, sample: int) -> dict:
+    """Events and bytes of the histories of `sample` trial workflows spread over the run,
+    and of the run workflow itself."""
+    from passhat.infra.store import Store
+    from passhat.infra.temporal_server import connect
+
+    client = await connect(address)
+    trials = Store(db_url).trials(run_id)
+    picked = [trials[round(i * (len(trials) - 1) / max(1, sample - 1))] for i in range(min(sample, len(trials)))]
+    picked = list({t.trial_id: t for t in picked}.values())
+    sizes = []
+    for t in picked:
+        history = await client.get_workflow_handle(t.trial_id).fetch_history()
+        sizes.append((len(history.events), sum(e.ByteSize() for e in history.events), t.n_steps))
+    run = await client.get_workflow_handle(run_id).fetch_history()
+    return {"trials": sizes, "run": (len(run.events), sum(e.ByteSize() for e in run.events))}
+
+
+# --------------------------------------------------------------------------- report
+
+
+def fmt_bytes(n: float) -> str:
+    return f"{n / 1e6:.0f} MB" if n < 1e9 else f"{n / 1e9:.2f} GB"
+
+
+def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, load: tuple) -> None:  # noqa: ANN001
+    n = args.conversations
+    cores = len(os.sched_getaffinity(0))
+    names = {"tau2": "tau2 run_tasks", "passhat": "passhat run"}
+    cols = [r for r in args.runners if r in results]
+    print(f"\nsetup: {args.domain}, {n} conversations ({n // trials} tasks x k={trials}), "
+          f"concurrency {args.concurrency}, model latency {args.latency:g} s, {cores} cores; "
+          f"tau2 results file: {'yes' if args.tau2_save else 'no'}; "
+          f"extra passhat run options: {args.passhat_args or 'none'}")
+    print(f"load average (1 min): {load[0]:.1f} at start, {load[1]:.1f} at end "
+          "(other processes on the machine take CPU from the runners)")
+    print("\n" + f"{'':34}" + "".join(f"{names[c]:>16}" for c in cols))
+
+    def row(label: str, fn) -> None:  # noqa: ANN001
+        print(f"{label:34}" + "".join(f"{fn(results[c]):>16}" for c in cols))
+
+    row("wall time (s)", lambda r: f"{r['wall_s']:.1f}")
+    row("conversations per hour", lambda r: f"{n / r['wall_s'] * 3600:.0f}")
+    row("CPU seconds", lambda r: f"{r['cpu_s']:.1f}")
+    row("CPU seconds per conversation", lambda r: f"{r['cpu_s'] / n:.2f}")
+    row("peak RSS, all its processes", lambda r: fmt_bytes(r["peak_rss"]))
+    row("  largest single process", lambda r: fmt_bytes(r["max_single_rss"]))
+    row("  processes", lambda r: f"{r['processes']}")
+    row("conversations ended", lambda r: f"{r['ended']}/{n}")
+    row("  with reward 1.0", lambda r: f"{r['reward_1']}")
+    row("model calls served", lambda r: f"{r['served']}")
+    row("  per conversation", lambda r: f"{r['served'] / n:.2f}")
+    row("  failed (responder errors)", lambda r: f"{r['received'] - r['served']} ({r['responder_errors']})")
+    row("  re-sent (same request again)", lambda r: f"{r['received'] - r['distinct']}")
+    row("latency bound (s)", lambda r: f"{bounds[r['name']]:.1f}")
+    row("wall / latency bound", lambda r: f"{r['wall_s'] / bounds[r['name']]:.2f}x")
+    row("model server CPU (not counted)", lambda r: f"{r['model_cpu']:.1f}")
+    row("Temporal server CPU (not counted)", lambda r: f"{r['temporal_cpu']:.1f}" if r['name'] == "passhat" else "-")
+    row("exit status", lambda r: "timed out" if r["timed_out"] else str(r["exit"]))
+    for c in cols:
+        print(f"  {names[c]} processes: {results[c]['cmdlines']}")
+    for c in cols:
+        r = results[c]
+        if r["not_1"] or r["exit"] or r["ended"] < n:
+            print(f"  {names[c]}: not reward 1.0 (first 5): {r['not_1']}; log: {r['log']}")
+
+    waves = math.ceil(n / args.concurrency)
+    any_r = results[cols[0]]
+    print(f"\nlatency bound = ceil({n}/{args.concurrency}) = {waves} waves x model calls per "
+          f"conversation ({any_r['served'] / n:.2f}) x {args.latency:g} s = {bounds[any_r['name']]:.1f} s")
+    if "tau2" in results and "passhat" in results:
+        ratio = results["tau2"]["wall_s"] / results["passhat"]["wall_s"]
+        print(f"ratio passhat / tau2 conversations per hour: {ratio:.2f}x; "
+              f"CPU per conversation: {results['passhat']['cpu_s'] / results['tau2']['cpu_s']:.2f}x; "
+              f"peak RSS: {results['passhat']['peak_rss'] / results['tau2']['peak_rss']:.2f}x")
+
+    if hist:
+        ev = [e for e, _, _ in hist["trials"]]
+        by = [b for _, b, _ in hist["trials"]]
+        steps = sum(s for _, _, s in hist["trials"])
+        print(f"\nTemporal history per trial ({len(ev)} trial workflows sampled): events mean "
+              f"{sum(ev) / len(ev):.0f} (max {max(ev)}), bytes mean {sum(by) / len(by):.0f} "
+              f"(max {max(by)}), {sum(by) / max(1, steps):.0f} bytes per recorded step")
+        print(f"run workflow history: {hist['run'][0]} events, {hist['run'][1]} bytes")
+
+    if "passhat" in results:
+        p = results["passhat"]
+        print("\ntargets (printed, not asserted):")
+        if "tau2" in results:
+            ratio = results["tau2"]["wall_s"] / p["wall_s"]
+            print(f"  passhat >= {TARGET_RATIO:g}x tau2 conversations per hour (default setup): "
+                  f"{ratio:.2f}x  {'met' if ratio >= TARGET_RATIO else 'NOT met'}")
+        cpc = p["cpu_s"] / n
+        print(f"  passhat <= {TARGET_CPU_PER_CONV} CPU s per conversation: {cpc:.2f}  "
+              f"{'met' if cpc <= TARGET_CPU_PER_CONV else 'NOT met'}"
+              f"  (with the Temporal server's CPU: {(p['cpu_s'] + p['temporal_cpu']) / n:.2f})")
+        print(f"  passhat peak RSS, all processes <= {fmt_bytes(TARGET_RSS)}: {fmt_bytes(p['peak_rss'])}  "
+              f"{'met' if p['peak_rss'] <= TARGET_RSS else 'NOT met'}")
+        # Everything the work burned on this machine's cores: passhat, its Temporal
+        # server, and the model server (it shares the cores too).
+        total = p["cpu_s"] + p["temporal_cpu"] + p["model_cpu"]
+        bound = max(bounds["passhat"], total / cores)
+        label = "(the 1000 x c=100 target)" if args.large else "(target set for --large; shown for reference)"
+        print(f"  passhat wall <= {TARGET_BOUND_FACTOR}x max(latency bound {bounds['passhat']:.1f} s, "
+              f"CPU {total:.1f} s / {cores} cores = {total / cores:.1f} s) = "
+              f"{TARGET_BOUND_FACTOR * bound:.1f} s: wall {p['wall_s']:.1f} s = {p['wall_s'] / bound:.2f}x  "
+              f"{'met' if p['wall_s'] <= TARGET_BOUND_FACTOR * bound else 'NOT met'} {label}")
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    import asyncio
+
+    args = parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so the runner, the model server and the Temporal
+    # server are stopped and the work directory removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    ids, trials = workload(args.domain, args.conversations)
+    from passhat.infra.temporal_server import EmbeddedServer
+    from passhat.testing.harness import free_ports
+
+    load_start = os.getloadavg()[0]
+    results: dict[str, dict] = {}
+    bounds: dict[str, float] = {}
+    hist = None
+    with tempfile.TemporaryDirectory(prefix="passhat-throughput-") as tmp_name:
+        tmp = Path(tmp_name)
+        print(f"starting the model server and the Temporal server (work dir {tmp}) ...", flush=True)
+        model = ModelServer(args.domain, args.latency, tmp / "model-server.log")
+        port, ui_port = free_ports(2)
+        server = EmbeddedServer(tmp / "temporal", port=port, ui_port=ui_port)
+        status = None
+        try:
+            status = asyncio.run(server.start())
+            run_id = f"throughput-{uuid.uuid4().hex[:6]}"
+            for name in args.runners:
+                print(f"running {name} ...", flush=True)
+                model.reset()
+                model_cpu, temporal_cpu = model.cpu(), cpu_of(status.pid)
+                if name == "tau2":
+                    r = bench_tau2(args, ids, trials, model, tmp)
+                else:
+                    r = bench_passhat(args, ids, trials, model, tmp, server.address, run_id)
+                r["model_cpu"] = model.cpu() - model_cpu
+                r["temporal_cpu"] = cpu_of(status.pid) - temporal_cpu
+                stats = model.stats()
+                r.update(name=name, served=stats["served"], received=stats["received"],
+                         distinct=stats["distinct"],
+                         responder_errors=stats["counts"].get("responder_error", 0))
+                results[name] = r
+                # Waves of conversations, each as long as a conversation's model calls.
+                bounds[name] = (math.ceil(args.conversations / args.concurrency)
+                                * r["served"] / args.conversations * args.latency)
+                print(f"  {name}: {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU, "
+                      f"{r['ended']} ended, {r['reward_1']} with reward 1.0", flush=True)
+            if "passhat" in results and args.history_sample and results["passhat"]["ended"]:
+                hist = asyncio.run(histories(server.address, results["passhat"]["db_url"], run_id,
+                                             args.history_sample))
+        finally:
+            model.stop()
+            if status is not None:
+                server.stop()
+    report(args, trials, results, bounds, hist, (load_start, os.getloadavg()[0]))
+    ok = all(r["exit"] == 0 and r["reward_1"] == args.conversations for r in results.values())
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["_model-server"]:
+        serve_model(sys.argv[2], float(sys.argv[3]))
+    elif sys.argv[1:2] == ["_tau2"]:
+        run_tau2_child(sys.argv[2])
+    else:
+        sys.exit(main())
