@@ -41,7 +41,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -55,6 +54,7 @@ from passhat.domains.registry import get_domain
 from passhat.infra.store import Store
 from passhat.infra.temporal_server import EmbeddedServer, connect
 from passhat.testing.fault_server import Fault, FaultServer, RandomFaults
+from passhat.testing.cpu_load import CpuHogs, machine_ticks
 from passhat.testing.harness import (
     Passhat,
     WorkerProcess,
@@ -155,34 +155,6 @@ def transient_faults(rate: float, seed: int, responder: ScriptedResponder):
         return faults(n, body)
 
     return plan
-
-
-class CpuHogs:
-    """Busy-loop processes at this process's nice value (the worker's too)."""
-
-    def __init__(self) -> None:
-        self.procs: list[subprocess.Popen] = []
-
-    def start(self, n: int) -> None:
-        for _ in range(n):
-            self.procs.append(subprocess.Popen(
-                [sys.executable, "-S", "-c", "while True: pass"], stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            ))
-
-    def stop(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                os.kill(p.pid, signal.SIGKILL)
-        for p in self.procs:
-            p.wait(30)
-
-
-def cpu_ticks() -> tuple[int, int]:
-    """(CPU time the machine had, of which idle), in clock ticks (/proc/stat)."""
-    with open("/proc/stat") as f:
-        user, nice, system, idle, iowait, irq, softirq = (int(x) for x in f.readline().split()[1:8])
-    return user + nice + system + idle + iowait + irq + softirq, idle + iowait
 
 
 class Sweep:
@@ -343,15 +315,14 @@ class Sweep:
 
     async def cpu(self) -> dict:
         n = self.args.hogs_per_cpu * len(os.sched_getaffinity(0))
-        served, (had0, idle0), t0 = self.srv.served, cpu_ticks(), time.monotonic()
-        hogs = CpuHogs()
+        served, (had0, idle0), t0 = self.srv.served, machine_ticks(), time.monotonic()
+        hogs = CpuHogs.start(n)
         try:
-            hogs.start(n)
             await until(lambda: time.monotonic() - t0 >= self.args.cpu_s or self.closed(),
                         "the end of the CPU saturation", self.args.cpu_s + 60, poll=POLL_S)
         finally:
             hogs.stop()
-        had, idle = (b - a for a, b in zip((had0, idle0), cpu_ticks()))
+        had, idle = (b - a for a, b in zip((had0, idle0), machine_ticks()))
         # A busy machine loses nothing: no call may run again because of it.
         return {"in_flight": 0, "exposed": set(), "busy_processes": n, "lasted_s": round(time.monotonic() - t0, 1),
                 "idle_share": round(idle / max(had, 1), 2), "served_meanwhile": self.srv.served - served}
