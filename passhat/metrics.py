@@ -1,10 +1,13 @@
-"""pass^k and pass@k, the unbiased estimators tau-bench uses, and the per-(model, domain)
-summary of a run. Pure functions: the workflows call them, so they must stay
-deterministic."""
+"""pass^k and pass@k, the unbiased estimators tau-bench uses, the per-(model, domain)
+summary of a run, and bootstrap confidence intervals over tasks for reports. Pure
+functions: the workflows call them, so they must stay deterministic (the bootstrap
+draws from a seeded generator of its own)."""
 
 from __future__ import annotations
 
+import random
 from math import comb
+from typing import NamedTuple
 
 from passhat.contracts import ModelDomainSummary, RunSummary, TaskOutcome, is_success
 
@@ -97,3 +100,117 @@ def _check(successes: int, trials: int, k: int) -> None:
         raise ValueError(f"successes must be within 0..{trials}, got {successes}")
     if not 1 <= k <= trials:
         raise ValueError(f"k must be within 1..{trials} (the number of trials), got {k}")
+
+
+# ---- uncertainty ------------------------------------------------------------------------
+# A run's tasks are a sample of the tasks a benchmark could have had, so the uncertainty
+# of a pass^k is the spread of its mean when the tasks are drawn again: a bootstrap over
+# tasks (resampled with replacement), with the percentile interval. The draws come from a
+# seeded random.Random, so the same numbers always give the same interval.
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0
+CONFIDENCE = 0.95
+
+
+class Interval(NamedTuple):
+    """A point estimate (the mean over the tasks) and its bootstrap confidence interval."""
+
+    value: float
+    low: float
+    high: float
+
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+
+def bootstrap_curve(
+    per_task: list[dict[str, float]],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    confidence: float = CONFIDENCE,
+) -> dict[str, Interval]:
+    """For every key j of the per-task curves (pass^j, keyed "1", "2", ...), the mean
+    over tasks and its bootstrap interval. A task without key j (fewer than j evaluable
+    trials) is left out of j's means, as in mean_over_tasks; every j uses the same draws
+    of tasks, so the intervals of one curve are consistent with each other."""
+    if not per_task:
+        return {}
+    means = mean_over_tasks(per_task)
+    rng = random.Random(seed)
+    n = len(per_task)
+    draws = [rng.choices(range(n), k=n) for _ in range(resamples)]
+    out: dict[str, Interval] = {}
+    for key, value in means.items():
+        column = [curve.get(key) for curve in per_task]
+        samples = []
+        for draw in draws:
+            picked = [column[i] for i in draw if column[i] is not None]
+            if picked:  # a draw holding no task with j trials says nothing about pass^j
+                samples.append(sum(picked) / len(picked))
+        low, high = _percentile_interval(samples, confidence)
+        out[key] = Interval(value, low, high)
+    return out
+
+
+def bootstrap_mean(
+    values: list[float],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    confidence: float = CONFIDENCE,
+) -> Interval:
+    """The mean of per-task values with its bootstrap interval over tasks."""
+    if not values:
+        raise ValueError("need at least one value")
+    # One "curve" with a single point per task (keys are pass^j's, numbers as strings).
+    return bootstrap_curve(
+        [{"1": v} for v in values], resamples=resamples, seed=seed, confidence=confidence
+    )["1"]
+
+
+class PairedDifference(NamedTuple):
+    """a - b over the tasks both have: the mean of the per-task differences, its
+    interval, and the number of shared tasks."""
+
+    shared_tasks: int
+    difference: Interval
+
+
+def paired_difference(
+    a: dict[str, float],
+    b: dict[str, float],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    confidence: float = CONFIDENCE,
+) -> PairedDifference | None:
+    """Compare two models task by task (a and b map task id -> a per-task score).
+    Pairing removes the spread between easy and hard tasks, which both models share,
+    so the interval is far narrower than two separate intervals would suggest.
+    None when no task is shared."""
+    shared = sorted(set(a) & set(b))
+    if not shared:
+        return None
+    diffs = [a[t] - b[t] for t in shared]
+    return PairedDifference(
+        len(shared), bootstrap_mean(diffs, resamples=resamples, seed=seed, confidence=confidence)
+    )
+
+
+def _percentile_interval(samples: list[float], confidence: float) -> tuple[float, float]:
+    """The central `confidence` share of the samples (linear interpolation between
+    order statistics, numpy's default percentile)."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be within (0, 1), got {confidence}")
+    ordered = sorted(samples)
+    tail = (1 - confidence) / 2
+    return _quantile(ordered, tail), _quantile(ordered, 1 - tail)
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    position = q * (len(ordered) - 1)
+    below = int(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)

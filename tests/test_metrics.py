@@ -67,3 +67,59 @@ def test_summary_reports_pass_hat_and_pass_at_over_tasks():
 def test_summary_groups_by_model():
     summary = metrics.summarize("r", [task("1", 4, 4, model="b"), task("1", 0, 4, model="a")])
     assert [(r.agent_model, r.pass_hat_k["1"]) for r in summary.results] == [("a", 0.0), ("b", 1.0)]
+
+
+# ---- bootstrap intervals and paired differences ---------------------------------------------
+
+
+def test_bootstrap_is_deterministic_and_brackets_the_mean():
+    curves = [metrics.pass_hat_curve(c, 4) for c in (4, 3, 0, 2, 4, 1, 0, 4, 4, 2)]
+    first = metrics.bootstrap_curve(curves)
+    assert first == metrics.bootstrap_curve(curves)  # same seed, same interval
+    assert first != metrics.bootstrap_curve(curves, seed=1)
+    assert set(first) == {"1", "2", "3", "4"}
+    for k, est in first.items():
+        assert est.value == pytest.approx(metrics.mean_over_tasks(curves)[k])
+        assert 0.0 <= est.low < est.value < est.high <= 1.0
+    # pass^k falls with k, and so do the interval's ends here.
+    assert first["1"].value > first["4"].value
+
+
+def test_bootstrap_interval_matches_the_textbook_percentile():
+    """Ten tasks, half solved: the mean of ten 0/1 draws is binomial(10, 0.5)/10, whose
+    central 95% runs from 0.2 to 0.8; 2000 resamples land there."""
+    est = metrics.bootstrap_mean([1.0] * 5 + [0.0] * 5)
+    assert est.value == 0.5
+    assert est.low == pytest.approx(0.2, abs=0.05) and est.high == pytest.approx(0.8, abs=0.05)
+    narrower = metrics.bootstrap_mean([1.0] * 5 + [0.0] * 5, confidence=0.5)
+    assert est.low < narrower.low < narrower.high < est.high
+
+
+def test_bootstrap_of_identical_tasks_has_no_spread():
+    assert metrics.bootstrap_mean([0.75] * 6) == (0.75, 0.75, 0.75)
+    assert metrics.bootstrap_curve([]) == {}
+    with pytest.raises(ValueError):
+        metrics.bootstrap_mean([])
+
+
+def test_bootstrap_leaves_out_tasks_without_k_trials():
+    # The second task has only 1 evaluable trial: pass^2 rests on the first alone.
+    curves = [metrics.pass_hat_curve(2, 2), metrics.pass_hat_curve(0, 1)]
+    est = metrics.bootstrap_curve(curves)
+    assert est["2"] == (1.0, 1.0, 1.0)
+    assert est["1"].value == 0.5 and (est["1"].low, est["1"].high) == (0.0, 1.0)
+
+
+def test_paired_difference_over_shared_tasks():
+    better = {str(t): 1.0 for t in range(20)}
+    worse = {str(t): (0.0 if t % 2 else 1.0) for t in range(20)}
+    worse["extra"] = 0.0  # not in `better`: left out
+    diff = metrics.paired_difference(better, worse)
+    assert diff.shared_tasks == 20
+    assert diff.difference.value == pytest.approx(0.5)
+    assert diff.difference.low > 0 and diff.difference.excludes_zero()
+    same = metrics.paired_difference(better, dict(better))
+    assert same.difference == (0.0, 0.0, 0.0) and not same.difference.excludes_zero()
+    noisy = metrics.paired_difference({"a": 1.0, "b": 0.0}, {"a": 0.0, "b": 1.0})
+    assert noisy.difference.low < 0 < noisy.difference.high and not noisy.difference.excludes_zero()
+    assert metrics.paired_difference({"a": 1.0}, {"b": 1.0}) is None

@@ -106,9 +106,15 @@ def noisy_run(client, tmp_path_factory):  # noqa: ANN001, ANN201
 
 
 def report_json(run_id: str, env: dict[str, str]) -> dict:
+    """The report's numbers per model and domain, as {"run_id", "results": [...]} with
+    pass^k as plain values (the report's JSON also has their intervals)."""
     result = passhat("report", run_id, "--output", "json", env=env)
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    [run] = json.loads(result.stdout)["runs"]
+    keep = ("agent_model", "user_model", "domain", "tasks", "trials", "evaluable", "avg_reward", "pass_at_k")
+    return {"run_id": run["run_id"], "results": [
+        {**{k: g[k] for k in keep}, "pass_hat_k": {k: e["value"] for k, e in g["pass_hat_k"].items()}}
+        for g in run["groups"]]}
 
 
 # ---------------------------------------------------------------------------------------

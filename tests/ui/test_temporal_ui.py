@@ -4,32 +4,10 @@ filtered by the run's search attribute. The screenshot is kept as a test artifac
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-from pathlib import Path
 from urllib.parse import quote
 
-import pytest
-
 from tests.runs import config, run_to_end
-
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-# Flags for a closed network: no background fetches, no component updates, no sync.
-CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--hide-scrollbars", "--window-size=1600,1000", "--virtual-time-budget=20000",
-]
-
-
-def chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess:
-    binary = shutil.which("chromium")
-    if binary is None:
-        pytest.fail("chromium is not installed: run the README's test command (bash tests/run.sh), which installs it")
-    return subprocess.run(
-        [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
-        capture_output=True, text=True, timeout=120,
-    )
+from tests.ui.chromium import ARTIFACTS, chromium
 
 
 async def test_ui_filtered_by_run_lists_its_trials(client, sqlite_store, temporal_server, tmp_path):

@@ -134,17 +134,23 @@ class HoldTask:
         return self.scripted.answer(body)
 
 
+async def cancel_midway(client, store, srv: FaultServer, agent: HoldTask, queue: str):  # noqa: ANN001, ANN201
+    """Start a run of tasks 0 and 1 (k=2) on `queue` and cancel it once task 0's two
+    trials are scored and task 1's two wait on their first agent call; its config."""
+    cfg = http_config(srv, task_ids=["0", "1"], agent_models=["openai/oracle"])
+    await start_run(client, store, cfg, task_queue=queue)
+    await until(lambda: store.progress(cfg.run_id)[0] == 2 and agent.waiting == 2,
+                timeout=120, what="task 0 scored while task 1 waits")
+    assert await cancel_run(client, store, cfg.run_id) == "cancelled"
+    return cfg
+
+
 async def test_cancel_then_resume_finishes_without_redoing_steps(client, sqlite_store):
     store = sqlite_store
     agent = HoldTask("1")
     with FaultServer(responder=agent) as srv:
-        cfg = http_config(srv, task_ids=["0", "1"], agent_models=["openai/oracle"])
         async with worker_for(client, store) as queue:
-            await start_run(client, store, cfg, task_queue=queue)
-            # Task 0's two trials finish; task 1's two wait on their first agent call.
-            await until(lambda: store.progress(cfg.run_id)[0] == 2 and agent.waiting == 2,
-                        timeout=120, what="task 0 scored while task 1 waits")
-            assert await cancel_run(client, store, cfg.run_id) == "cancelled"
+            cfg = await cancel_midway(client, store, srv, agent, queue)
             # When cancel returns, nothing of the run runs any more: no trial workflow,
             # no activity, and every unfinished trial is on record as cancelled.
             for spec in trial_specs(cfg):

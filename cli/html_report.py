@@ -1,0 +1,231 @@
+"""The HTML report: one self-contained file to open from disk or attach to a message.
+No server and no network: the style and a few lines of script are inline, the charts
+are inline SVG. Every string from the store (model output above all) goes through
+html.escape, so a transcript cannot inject markup."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from html import escape
+
+from passhat.cli import plots
+from passhat.contracts import trial_workflow_id
+from passhat.cli.report import (
+    MISSING,
+    REWARD_PARTS,
+    GroupReport,
+    Report,
+    TrialView,
+)
+
+_STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;padding:0 16px;color:#222}
+h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}h3{font-size:15px}
+table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 7px;text-align:right}
+th{background:#f4f4f4}td.l,th.l{text-align:left}
+.partial{background:#fff3cd;border:1px solid #e0b400;padding:8px 12px;font-weight:600}
+.complete{color:#2a6b2a}.departs{color:#a00;font-weight:600}
+.grid td{width:22px;height:20px;padding:0;text-align:center}.grid td.task{width:auto;padding:0 6px;text-align:left}
+.grid a{display:block;color:inherit;text-decoration:none}
+.o-success{background:#3c9a50;color:#fff}.o-failure{background:#d9534f;color:#fff}
+.o-not_evaluable{background:#888;color:#fff}.o-running,.o-cancelled{background:#f0ad4e}.o-missing{background:#fff}
+details.trial{border:1px solid #ddd;margin:4px 0;padding:4px 8px}details.trial[open]{background:#fafafa}
+summary{cursor:pointer}.msg{margin:4px 0;padding:4px 8px;border-left:4px solid #ccc;white-space:pre-wrap}
+.msg.assistant{border-color:#4a78c2}.msg.user{border-color:#3c9a50}.msg.tool{border-color:#999;background:#f4f4f4}
+.msg.error{border-color:#d9534f}.who{font-weight:600}pre{white-space:pre-wrap;background:#f4f4f4;padding:6px}
+.chart svg{max-width:100%;height:auto}.gridbox{display:inline-block;vertical-align:top;margin-right:28px}
+"""
+
+# A link to a trial opens its <details> (browsers scroll to it but leave it closed).
+_SCRIPT = """
+function openTarget(){var e=document.getElementById(decodeURIComponent(location.hash.slice(1)));
+if(e&&e.tagName==='DETAILS'){e.open=true;e.scrollIntoView();}}
+addEventListener('hashchange',openTarget);addEventListener('DOMContentLoaded',openTarget);
+"""
+
+_MARKS = {"success": "✓", "failure": "✗", "not_evaluable": "!", "running": "…", "cancelled": "…", MISSING: ""}
+
+
+def anchor(trial_id: str) -> str:
+    """An element id for a trial (trial ids hold slashes and dots)."""
+    return "trial-" + hashlib.sha256(trial_id.encode()).hexdigest()[:16]
+
+
+def _e(value: object) -> str:
+    return escape("" if value is None else str(value))
+
+
+def _num(value: float | None, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def render(report: Report, trials: dict[str, list[TrialView]]) -> str:
+    """The whole page. `trials` maps each run id to its trials (report.trial_views)."""
+    title = "passhat report " + ", ".join(r.run_id for r in report.runs)
+    body = [f"<h1>{_e(title)}</h1>", _status(report), _summary(report), _charts(report),
+            _comparisons(report), _taxonomy(report), _grids(report), _drilldown(report, trials)]
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{_e(title)}</title><style>{_STYLE}</style><script>{_SCRIPT}</script></head>"
+        f"<body>{''.join(body)}</body></html>\n"
+    )
+
+
+def _status(report: Report) -> str:
+    out = ['<section id="status">']
+    for run in report.runs:
+        c = run.completeness
+        cls = "complete" if c.complete else "partial"
+        label = "" if c.complete else "PARTIAL — "
+        out.append(f'<p class="{cls}">{_e(run.run_id)}{" (imported)" if run.imported else ""}: '
+                   f"{_e(label + c.note)}</p>")
+        if run.departures:
+            out.append(f'<p class="departs">{_e(run.run_id)} departs from tau2: {_e("; ".join(run.departures))}</p>')
+    out.append(f"<p>pass^k is the mean over tasks; intervals are {report.confidence:.0%} bootstrap "
+               f"intervals over tasks ({report.resamples} resamples, seed {report.seed}).</p></section>")
+    return "".join(out)
+
+
+def _summary(report: Report) -> str:
+    groups = report.groups()
+    ks = sorted({k for g in groups for k in g.pass_hat_k}, key=int)
+    head = "".join(f"<th>pass^{k}</th>" for k in ks)
+    rows = []
+    for g in groups:
+        curve = "".join(
+            f"<td>{g.pass_hat_k[k].value:.3f}<br><small>{g.pass_hat_k[k].low:.3f}–{g.pass_hat_k[k].high:.3f}</small></td>"
+            if k in g.pass_hat_k else "<td>-</td>" for k in ks)
+        # pass@k at the largest k only: the whole curve would not fit beside pass^k's.
+        at = f"<td>{_num(g.pass_at_k.get(g.k()) if g.k() else None)}</td>"
+        rows.append(
+            f'<tr><td class="l">{_e(report.label(g))}</td><td class="l">{_e(g.user_model)}</td>'
+            f'<td class="l">{_e(g.domain)}</td><td>{g.tasks}</td><td>{g.trials}</td><td>{g.evaluable}</td>'
+            f"<td>{g.not_evaluable}</td><td>{g.unfinished}</td><td>{_num(g.avg_reward)}</td>{curve}{at}"
+            f"<td>{_num(g.cost_per_trial, '.4f')}</td>"
+            f"<td>{_num(g.input_tokens_per_trial, ',.0f')} / {_num(g.output_tokens_per_trial, ',.0f')}</td></tr>")
+    return (
+        '<section id="summary"><h2>Results</h2><table><tr><th class="l">agent model</th>'
+        '<th class="l">user model</th><th class="l">domain</th><th>tasks</th><th>trials</th>'
+        "<th>evaluable</th><th>not evaluable</th><th>unfinished</th><th>avg reward</th>"
+        f"{head}<th>pass@k (largest k)</th><th>USD / trial</th><th>tokens in / out per trial</th></tr>{''.join(rows)}</table></section>"
+    )
+
+
+def _charts(report: Report) -> str:
+    return (
+        '<section id="curves" class="chart"><h2>pass^k against k</h2>'
+        f"{plots.svg(plots.pass_hat_figure(report))}</section>"
+        '<section id="cost" class="chart"><h2>Cost against pass^k</h2>'
+        f"{plots.svg(plots.cost_figure(report))}</section>"
+    )
+
+
+def _comparisons(report: Report) -> str:
+    if not report.comparisons:
+        return ""
+    rows = "".join(
+        f'<tr><td class="l">{_e(c.domain)}</td><td class="l">{_e(report.label(c.a))}</td>'
+        f'<td class="l">{_e(report.label(c.b))}</td><td>{c.shared_tasks}</td>'
+        f"<td>{c.difference.value:+.3f}</td><td>{c.difference.low:+.3f} – {c.difference.high:+.3f}</td>"
+        f'<td class="l">{"distinguishable from noise" if c.distinguishable else "not distinguishable from noise"}</td></tr>'
+        for c in report.comparisons)
+    return (
+        '<section id="comparisons"><h2>Paired differences</h2>'
+        f"<p>Per-task pass^1 of a minus b over the tasks both evaluated, paired by task; "
+        f"distinguishable when the {report.confidence:.0%} interval excludes 0.</p>"
+        '<table><tr><th class="l">domain</th><th class="l">a</th><th class="l">b</th><th>shared tasks</th>'
+        f'<th>a − b</th><th>interval</th><th class="l">verdict</th></tr>{rows}</table></section>'
+    )
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return "<br>".join(f"{_e(name)}: {n}" for name, n in counts.items()) or "-"
+
+
+def _taxonomy(report: Report) -> str:
+    rows = "".join(
+        f'<tr><td class="l">{_e(report.label(g))}</td><td class="l">{_e(g.domain)}</td>'
+        f"<td>{g.failures.below_one} / {g.evaluable}</td>"
+        f'<td class="l">{_counts(g.failures.termination)}</td><td class="l">{_counts(g.failures.failed_parts)}</td>'
+        f'<td class="l">{_counts(g.failures.model_errors)}</td><td class="l">{_counts(g.failures.not_evaluable)}</td></tr>'
+        for g in report.groups())
+    parts = ", ".join(REWARD_PARTS.values())
+    return (
+        '<section id="taxonomy"><h2>Failure taxonomy</h2>'
+        f"<p>Failed part: which part of tau2's reward ({_e(parts)}) was below 1 in the trials below 1.</p>"
+        '<table><tr><th class="l">agent model</th><th class="l">domain</th><th>below 1</th>'
+        '<th class="l">termination</th><th class="l">failed part</th><th class="l">model errors</th>'
+        f'<th class="l">not evaluable</th></tr>{rows}</table></section>'
+    )
+
+
+def _grid(report: Report, group: GroupReport) -> str:
+    width = max((len(t.outcomes) for t in group.task_results), default=0)
+    head = "".join(f"<th>{i}</th>" for i in range(width))
+    rows = []
+    for task in group.task_results:
+        cells = []
+        for index, outcome in enumerate(task.outcomes):
+            mark = _MARKS.get(outcome, "?")
+            trial_id = trial_workflow_id(group.run_id, group.agent_model, group.domain, task.task_id, index)
+            inner = (mark if outcome == MISSING else
+                     f'<a href="#{anchor(trial_id)}" title="{_e(trial_id)}: {_e(outcome)}">{mark}</a>')
+            cells.append(f'<td class="o-{_e(outcome)}">{inner}</td>')
+        rows.append(f'<tr><td class="task">{_e(task.task_id)}</td>{"".join(cells)}'
+                    f"<td>{task.successes}/{task.evaluable}</td></tr>")
+    return (f'<div class="gridbox"><h3>{_e(report.label(group))} on {_e(group.domain)}</h3>'
+            f'<table class="grid"><tr><th class="l">task</th>{head}<th>ok/n</th></tr>{"".join(rows)}</table></div>')
+
+
+def _grids(report: Report) -> str:
+    return ('<section id="grid"><h2>Outcomes: task × trial</h2><p>✓ success, ✗ failure, '
+            "! not evaluable, … unfinished, blank: never started. A cell opens the trial below.</p>"
+            + "".join(_grid(report, g) for g in report.groups()) + "</section>")
+
+
+def _message(m) -> str:  # noqa: ANN001 - a passhat Message
+    who = {"assistant": "agent", "user": "user", "tool": "tool"}[m.role]
+    if m.role == "tool":
+        who = f"tool → {'agent' if (m.requestor or 'assistant') == 'assistant' else 'user'}"
+    parts = []
+    for call in m.tool_calls or []:
+        args = call.invalid_arguments if call.invalid_arguments is not None else json.dumps(call.arguments)
+        parts.append(f"<div>calls <code>{_e(call.name)}({_e(args)})</code></div>")
+    if m.content or not m.tool_calls:
+        parts.append(f"<div>{_e(m.content or '(empty)')}</div>")
+    cls = f"msg {m.role}" + (" error" if m.error else "")
+    return f'<div class="{cls}"><span class="who">{_e(who)}</span>{"".join(parts)}</div>'
+
+
+def _trial(view: TrialView) -> str:
+    links = []
+    if view.temporal_url:
+        links.append(f'<a href="{_e(view.temporal_url)}">Temporal UI</a>')
+    if view.jaeger_url:
+        links.append(f'<a href="{_e(view.jaeger_url)}">Jaeger trace</a>')
+    breakdown = view.reward_info.get("breakdown") or {}
+    parts = "".join(f'<tr><td class="l">{_e(REWARD_PARTS.get(k, k))}</td><td>{_e(v)}</td></tr>'
+                    for k, v in breakdown.items())
+    error = (f"<p>{_e(view.error_side or '')} {_e(view.error_class)}: {_e(view.error)}</p>"
+             if view.error_class else "")
+    return (
+        f'<details class="trial" id="{anchor(view.trial_id)}"><summary>{_e(view.trial_id)} — '
+        f'<span class="o-{_e(view.outcome)}">{_e(view.outcome)}</span>, reward {_e(_num(view.reward))}, '
+        f"{_e(view.termination_reason or '-')}</summary>"
+        f"<p>{' · '.join(links) or 'no workflow links (imported run, or Temporal UI address unknown)'}</p>"
+        f"<p>cost ${view.cost:.4f}, tokens {view.input_tokens} in / {view.output_tokens} out</p>{error}"
+        f'<h4>Reward breakdown</h4><table class="breakdown">{parts or "<tr><td>no part checked</td></tr>"}</table>'
+        f"<details><summary>checks (tau2's reward info)</summary><pre>{_e(json.dumps(view.reward_info, indent=1, default=str))}</pre></details>"
+        f'<h4>Transcript</h4><div class="transcript">{"".join(_message(m) for m in view.messages) or "(no steps recorded)"}</div>'
+        "</details>"
+    )
+
+
+def _drilldown(report: Report, trials: dict[str, list[TrialView]]) -> str:
+    out = ['<section id="trials"><h2>Trials</h2>']
+    for run in report.runs:
+        out.append(f"<h3>{_e(run.run_id)}</h3>")
+        out += [_trial(v) for v in trials.get(run.run_id, [])]
+    out.append("</section>")
+    return "".join(out)

@@ -1,0 +1,397 @@
+"""`passhat report`: what one or more runs measured, assembled from the results store.
+
+Everything is computed from the trial rows, not from the per-task results the workflows
+record when a task finishes, so a run that is still going, or was cancelled, reports the
+trials it did finish, and says plainly that it is partial and what is missing.
+
+The statistics (pass^k, bootstrap intervals, paired differences) are passhat.metrics';
+this module groups trials, counts failures and builds the `Report` that every output
+format renders (passhat.cli.render for table, markdown, csv and json,
+passhat.cli.html_report for html). Its pydantic models are the JSON schema.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from passhat import metrics
+from passhat.contracts import (
+    TRIAL_CANCELLED,
+    TRIAL_NOT_EVALUABLE,
+    TRIAL_RUNNING,
+    TRIAL_SCORED,
+    Message,
+    is_success,
+    outcome_label,
+)
+
+OUTPUTS = ("table", "json", "csv", "markdown", "html")
+GROUPINGS = ("model", "task")
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+# A trial the run expects but never started: it has no row in the store.
+MISSING = "missing"
+# The metric the paired comparison uses: a task's pass^1 is its share of successful
+# evaluable trials, defined for every task with at least one, whatever k the runs had.
+COMPARISON_METRIC = "pass^1"
+
+# tau2's reward is the product of the parts in the task's reward basis; these are the
+# breakdown keys of those parts and what a reader calls them.
+REWARD_PARTS = {
+    "DB": "database",
+    "COMMUNICATE": "communicated info",
+    "ACTION": "actions",
+    "ENV_ASSERTION": "environment assertions",
+    "NL_ASSERTION": "NL assertions",
+}
+# A trial below 1 whose breakdown has no failed part: tau2 gave 0 without checking,
+# because the conversation did not end with the user or agent stopping.
+NOT_CHECKED = "none checked (conversation ended early)"
+
+
+# ---- the schema -------------------------------------------------------------------------
+
+
+class Estimate(BaseModel):
+    """A mean over tasks with its bootstrap confidence interval over tasks."""
+
+    value: float
+    low: float
+    high: float
+
+
+class Failures(BaseModel):
+    """Why trials did not succeed."""
+
+    below_one: int = Field(description="scored trials with reward < 1")
+    termination: dict[str, int] = Field(
+        description="termination reasons of scored trials (user_stop, agent_error, max_steps, ...)")
+    failed_parts: dict[str, int] = Field(
+        description="of the trials below 1, how many failed each part of tau2's reward "
+                    "(database, communicated info, actions, environment assertions, NL "
+                    "assertions; a trial can fail several)")
+    model_errors: dict[str, int] = Field(
+        description='scored trials ended by a model failure, by "side class" (e.g. "agent EmptyReply")')
+    not_evaluable: dict[str, int] = Field(description="not-evaluable trials by error class")
+
+
+class TaskReport(BaseModel):
+    task_id: str
+    trials: int = Field(description="trials the run expects of the task")
+    evaluable: int
+    successes: int
+    pass_hat_k: dict[str, float]
+    outcomes: list[str] = Field(
+        description="per trial index: success, failure, not_evaluable, running, cancelled or missing")
+
+
+class GroupReport(BaseModel):
+    """One agent model, user model and domain of a run."""
+
+    run_id: str
+    agent_model: str
+    user_model: str
+    domain: str
+    tasks: int
+    trials: int = Field(description="trials expected")
+    evaluable: int = Field(description="scored trials: the ones pass^k counts")
+    not_evaluable: int
+    unfinished: int = Field(description="trials expected but neither scored nor not evaluable")
+    avg_reward: float | None
+    pass_hat_k: dict[str, Estimate]
+    pass_at_k: dict[str, float]
+    cost_usd: float = Field(description="total, every recorded trial")
+    cost_per_trial: float | None
+    input_tokens_per_trial: float | None
+    output_tokens_per_trial: float | None
+    failures: Failures
+    task_results: list[TaskReport]
+
+    def k(self) -> str | None:
+        """The largest k with a pass^k, as a key."""
+        return max(self.pass_hat_k, key=int) if self.pass_hat_k else None
+
+
+class Completeness(BaseModel):
+    complete: bool
+    run_status: str = Field(description="running, completed, cancelled, failed or imported")
+    expected: int
+    scored: int
+    not_evaluable: int
+    running: int
+    cancelled: int
+    never_started: int
+    note: str = Field(description='e.g. "PARTIAL: run cancelled, 7 of 16 trials scored, 9 missing (2 cancelled, 7 never started)"')
+
+
+class RunReport(BaseModel):
+    run_id: str
+    imported: bool
+    departures: list[str] = Field(description="how the run departs from tau2's rules; empty: none")
+    completeness: Completeness
+    groups: list[GroupReport]
+
+
+class GroupRef(BaseModel):
+    run_id: str
+    agent_model: str
+    user_model: str
+
+
+class Comparison(BaseModel):
+    """a - b in per-task pass^1 over the tasks both have in a domain, paired by task."""
+
+    domain: str
+    a: GroupRef
+    b: GroupRef
+    metric: Literal["pass^1"] = COMPARISON_METRIC
+    shared_tasks: int
+    difference: Estimate
+    distinguishable: bool = Field(description="the confidence interval excludes 0")
+    statement: str
+
+
+class Report(BaseModel):
+    schema_version: Literal[1] = 1
+    confidence: float
+    resamples: int
+    seed: int
+    runs: list[RunReport]
+    comparisons: list[Comparison]
+
+    def groups(self) -> list[GroupReport]:
+        return [g for r in self.runs for g in r.groups]
+
+    def label(self, group: GroupReport | GroupRef) -> str:
+        """How a group is named where runs and models mix: the model, and the run when
+        the report covers several."""
+        if len(self.runs) > 1:
+            return f"{group.run_id}:{group.agent_model}"
+        return group.agent_model
+
+
+# ---- assembling -------------------------------------------------------------------------
+
+
+def build_report(store, run_ids: list[str]) -> Report:  # noqa: ANN001 - a Store
+    runs = [_run_report(store, run_id) for run_id in dict.fromkeys(run_ids)]
+    report = Report(
+        confidence=metrics.CONFIDENCE, resamples=metrics.BOOTSTRAP_RESAMPLES,
+        seed=metrics.BOOTSTRAP_SEED, runs=runs, comparisons=[],
+    )
+    report.comparisons = _comparisons(report)
+    return report
+
+
+def _run_report(store, run_id: str) -> RunReport:  # noqa: ANN001
+    row = store.get_run(run_id)
+    config = row.run_config()
+    imported = store.import_source(run_id) is not None
+    rows = store.trials(run_id)
+    by_group: dict[tuple[str, str, str], list[Any]] = {}
+    # A run expects every (model, domain) of its config, even one with no trial yet;
+    # an imported run has exactly the trials its files held.
+    if not imported:
+        for model in config.agent_models:
+            for domain in config.domains:
+                by_group[(model, config.user_model, domain)] = []
+    for trial in rows:
+        by_group.setdefault((trial.agent_model, trial.user_model, trial.domain), []).append(trial)
+    groups = []
+    for (agent, user, domain), trials in by_group.items():
+        if imported:
+            task_ids = list(dict.fromkeys(t.task_id for t in trials))
+            k = max((t.trial_index + 1 for t in trials), default=0)
+        else:
+            task_ids = list(config.task_ids.get(domain, []))
+            task_ids += [t for t in dict.fromkeys(t.task_id for t in trials) if t not in task_ids]
+            k = config.trials
+        groups.append(_group_report(run_id, agent, user, domain, task_ids, k, trials))
+    statuses = Counter(t.status for t in rows)
+    expected = len(rows) if imported else max(row.total_trials, len(rows))
+    completeness = _completeness(row.status, expected, statuses, len(rows))
+    return RunReport(
+        run_id=run_id, imported=imported, departures=config.departures(),
+        completeness=completeness, groups=groups,
+    )
+
+
+def _group_report(run_id: str, agent: str, user: str, domain: str, task_ids: list[str],
+                  k: int, trials: list[Any]) -> GroupReport:
+    by_task: dict[str, dict[int, Any]] = {t: {} for t in task_ids}
+    for trial in trials:
+        by_task[trial.task_id][trial.trial_index] = trial
+    tasks = []
+    for task_id, indexed in by_task.items():
+        rewards = [t.reward for t in indexed.values() if t.status == TRIAL_SCORED and t.reward is not None]
+        successes = sum(is_success(r) for r in rewards)
+        tasks.append(TaskReport(
+            task_id=task_id, trials=k, evaluable=len(rewards), successes=successes,
+            pass_hat_k=metrics.pass_hat_curve(successes, len(rewards)) if rewards else {},
+            outcomes=[
+                outcome_label(indexed[i].status, indexed[i].reward) if i in indexed else MISSING
+                for i in range(max(k, max(indexed, default=-1) + 1))
+            ],
+        ))
+    scored = [t for t in trials if t.status == TRIAL_SCORED and t.reward is not None]
+    evaluated = [t for t in tasks if t.evaluable]
+    n = len(trials)
+    return GroupReport(
+        run_id=run_id, agent_model=agent, user_model=user, domain=domain,
+        tasks=len(tasks), trials=len(tasks) * k, evaluable=len(scored),
+        not_evaluable=sum(t.status == TRIAL_NOT_EVALUABLE for t in trials),
+        unfinished=len(tasks) * k - len(scored) - sum(t.status == TRIAL_NOT_EVALUABLE for t in trials),
+        avg_reward=sum(t.reward for t in scored) / len(scored) if scored else None,
+        pass_hat_k={
+            j: Estimate(value=i.value, low=i.low, high=i.high)
+            for j, i in metrics.bootstrap_curve([t.pass_hat_k for t in evaluated]).items()
+        },
+        pass_at_k=metrics.mean_over_tasks(
+            [metrics.pass_at_curve(t.successes, t.evaluable) for t in evaluated]),
+        cost_usd=sum(t.cost for t in trials),
+        # Per recorded trial, unfinished ones included: what a trial costs to run.
+        cost_per_trial=sum(t.cost for t in trials) / n if n else None,
+        input_tokens_per_trial=sum(t.input_tokens for t in trials) / n if n else None,
+        output_tokens_per_trial=sum(t.output_tokens for t in trials) / n if n else None,
+        failures=_failures(trials),
+        task_results=tasks,
+    )
+
+
+def _failures(trials: list[Any]) -> Failures:
+    scored = [t for t in trials if t.status == TRIAL_SCORED and t.reward is not None]
+    below = [t for t in scored if not is_success(t.reward)]
+    parts: Counter[str] = Counter()
+    for trial in below:
+        breakdown = trial.reward_info().get("breakdown") or {}
+        failed = [REWARD_PARTS.get(key, key) for key, value in breakdown.items()
+                  if value is not None and not is_success(float(value))]
+        parts.update(failed or [NOT_CHECKED])
+    return Failures(
+        below_one=len(below),
+        termination=_counts(t.termination_reason or "unknown" for t in scored),
+        failed_parts=_counts(parts.elements()),
+        model_errors=_counts(f"{t.error_side or 'unknown'} {t.error_class}"
+                             for t in scored if t.error_class),
+        not_evaluable=_counts(t.error_class or "unknown"
+                              for t in trials if t.status == TRIAL_NOT_EVALUABLE),
+    )
+
+
+def _counts(items) -> dict[str, int]:  # noqa: ANN001 - an iterable of str
+    """Most frequent first, then by name: stable output."""
+    return dict(sorted(Counter(items).items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _completeness(run_status: str, expected: int, statuses: Counter, recorded: int) -> Completeness:
+    scored, not_eval = statuses[TRIAL_SCORED], statuses[TRIAL_NOT_EVALUABLE]
+    running, cancelled = statuses[TRIAL_RUNNING], statuses[TRIAL_CANCELLED]
+    never = max(0, expected - recorded)
+    missing = expected - scored - not_eval
+    complete = run_status in ("completed", "imported") and missing == 0
+    if complete:
+        note = f"complete: {scored} of {expected} trials scored"
+    else:
+        why = ", ".join(f"{n} {what}" for n, what in (
+            (running, "running"), (cancelled, "cancelled"), (never, "never started")) if n)
+        note = (f"PARTIAL: run {run_status}, {scored} of {expected} trials scored, "
+                f"{missing} missing" + (f" ({why})" if why else ""))
+    if not_eval:
+        note += f"; {not_eval} not evaluable (left out of pass^k)"
+    return Completeness(
+        complete=complete, run_status=run_status, expected=expected, scored=scored,
+        not_evaluable=not_eval, running=running, cancelled=cancelled, never_started=never,
+        note=note,
+    )
+
+
+def _comparisons(report: Report) -> list[Comparison]:
+    """Every pair of groups on the same domain, in the order the runs and their models
+    were given: per-task pass^1 of a minus b over the tasks both evaluated."""
+    out = []
+    groups = report.groups()
+    for i, a in enumerate(groups):
+        for b in groups[i + 1:]:
+            if a.domain != b.domain:
+                continue
+            paired = metrics.paired_difference(_pass1_by_task(a), _pass1_by_task(b))
+            if paired is None:
+                continue
+            d = paired.difference
+            verdict = ("distinguishable from noise (the 95% interval excludes 0)"
+                       if d.excludes_zero() else
+                       "not distinguishable from noise (the 95% interval includes 0)")
+            statement = (f"{report.label(a)} - {report.label(b)} on {a.domain}: pass^1 "
+                         f"{d.value:+.3f} [{d.low:+.3f}, {d.high:+.3f}] over "
+                         f"{paired.shared_tasks} shared tasks: {verdict}")
+            out.append(Comparison(
+                domain=a.domain,
+                a=GroupRef(run_id=a.run_id, agent_model=a.agent_model, user_model=a.user_model),
+                b=GroupRef(run_id=b.run_id, agent_model=b.agent_model, user_model=b.user_model),
+                shared_tasks=paired.shared_tasks,
+                difference=Estimate(value=d.value, low=d.low, high=d.high),
+                distinguishable=d.excludes_zero(), statement=statement,
+            ))
+    return out
+
+
+def _pass1_by_task(group: GroupReport) -> dict[str, float]:
+    return {t.task_id: t.pass_hat_k["1"] for t in group.task_results if t.evaluable}
+
+
+# ---- the drill-down of the HTML report ------------------------------------------------------
+
+
+class TrialView(BaseModel):
+    """One trial as the HTML report's drill-down shows it."""
+
+    trial_id: str
+    run_id: str
+    agent_model: str
+    domain: str
+    task_id: str
+    trial_index: int
+    outcome: str
+    reward: float | None
+    termination_reason: str | None
+    error_class: str | None
+    error_side: str | None
+    error: str | None
+    cost: float
+    input_tokens: int
+    output_tokens: int
+    reward_info: dict[str, Any]
+    messages: list[Message]
+    temporal_url: str | None
+    jaeger_url: str | None
+
+
+def trial_views(store, run: RunReport, ui: str | None, namespace: str, jaeger: str) -> list[TrialView]:  # noqa: ANN001
+    """Every recorded trial of a run with its conversation and links. `ui` is the
+    Temporal UI's base URL when it is known without starting anything (None for an
+    imported run, which has no workflows)."""
+    from urllib.parse import quote
+
+    from passhat.cli.render import trial_links
+
+    steps = store.run_steps(run.run_id)
+    views = []
+    for row in store.trials(run.run_id):
+        _, jaeger_url = trial_links(row, None, namespace, jaeger)
+        views.append(TrialView(
+            trial_id=row.trial_id, run_id=row.run_id, agent_model=row.agent_model,
+            domain=row.domain, task_id=row.task_id, trial_index=row.trial_index,
+            outcome=outcome_label(row.status, row.reward), reward=row.reward,
+            termination_reason=row.termination_reason, error_class=row.error_class,
+            error_side=row.error_side, error=row.error, cost=row.cost,
+            input_tokens=row.input_tokens, output_tokens=row.output_tokens,
+            reward_info=row.reward_info(),
+            messages=[m for s in steps.get(row.trial_id, []) for m in s.message_list()],
+            # The workflow itself (its id holds slashes, hence the encoding).
+            temporal_url=(f"{ui}/namespaces/{namespace}/workflows/{quote(row.trial_id, safe='')}"
+                          if ui and not run.imported else None),
+            jaeger_url=None if jaeger_url == "-" else jaeger_url,
+        ))
+    return views
