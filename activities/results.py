@@ -21,7 +21,7 @@ from passhat.contracts import (
 )
 from passhat.domains.registry import get_domain
 from passhat.infra import tracing
-from passhat.infra.store import Store
+from passhat.infra.store import RUN_BUDGET_EXHAUSTED, Store
 
 
 class ScoreRequest(BaseModel):
@@ -147,3 +147,13 @@ class ResultActivities:
     @activity.defn
     def close_run(self, run_id: str) -> None:
         self.store.set_run_status(run_id, "completed")
+
+    @activity.defn
+    def run_cost(self, run_id: str) -> float:
+        """What the run has recorded spending so far (USD), for its budget."""
+        return self.store.run_cost(run_id)
+
+    @activity.defn
+    def close_run_over_budget(self, run_id: str) -> None:
+        """The run stopped starting conversations at its budget; resume continues it."""
+        self.store.set_run_status(run_id, RUN_BUDGET_EXHAUSTED)

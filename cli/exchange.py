@@ -96,7 +96,7 @@ def _tau2_files(config: RunConfig, rows, steps, partial: bool) -> tuple[dict[str
                     domain=domain,
                     agent_model=model,
                     user_model=config.user_model,
-                    agent_args=config.agent_args,
+                    agent_args=config.agent_args_for(model),
                     user_args=config.user_args,
                     task_ids=config.task_ids.get(domain, []),
                     trials=config.trials,

@@ -8,9 +8,10 @@ import os
 import re
 from typing import Any
 
-# Argument names that carry credentials (api_key, token, Authorization, ...).
+# Argument names that carry credentials (api_key, token, Authorization, ...); litellm's
+# prices (input_cost_per_token, output_cost_per_token) are not.
 _SECRET_NAME = re.compile(
-    r"(^|[_-])(api[_-]?key|key|token|secret|password|passwd|authorization|auth|credentials?)$",
+    r"(^|[_-])(api[_-]?key|key|(?<!per[_-])token|secret|password|passwd|authorization|auth|credentials?)$",
     re.IGNORECASE,
 )
 # Environment variables that hold provider keys (OPENAI_API_KEY, HF_TOKEN, ...).

@@ -3,7 +3,11 @@ for each with bounded concurrency, and aggregates once all have finished.
 
 To stay inside Temporal's history limits on large runs it handles at most BATCH tasks per
 execution and continues as new with the remaining ones; results live in the store, so
-nothing needs to be carried across."""
+nothing needs to be carried across.
+
+With a budget (RunConfig.max_cost) it asks the store for the run's recorded cost before
+it starts each task; once that reaches the budget it starts no more, lets the tasks in
+flight finish, and closes the run as budget_exhausted (resume continues it)."""
 
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ with workflow.unsafe.imports_passed_through():
     from passhat.workflows.task import TaskWorkflow
 
 BATCH = 250  # task workflows per execution: ~8 history events each, far below the limits
+# Marks the executions that check the run's budget before each task (RunConfig.max_cost).
+BUDGET_PATCH = "max-cost"
 
 
 class RunRequest(BaseModel):
@@ -41,12 +47,22 @@ class RunWorkflow:
         # A list, not a set: its order is the same on every replay.
         pending: list = []
         failed = list(req.failed)
+        # With a budget, the run asks the store what it has spent before each task starts
+        # (the store is shared by every worker). patched: a history written without
+        # these checks (by a worker of an earlier passhat) replays without them.
+        budgeted = config.max_cost is not None and workflow.patched(BUDGET_PATCH)
+        over_budget = False
         try:
             for unit in batch:
                 if len(pending) >= window:
                     done, _ = await workflow.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                     failed += _failures(done)
                     pending = [task for task in pending if task not in done]
+                if budgeted and await self._spent(config) >= config.max_cost:
+                    # No new conversations; those in flight finish and are recorded.
+                    workflow.logger.info("run %s reached its budget of %s USD", config.run_id, config.max_cost)
+                    over_budget = True
+                    break
                 pending.append(asyncio.create_task(self._task(unit)))
             if pending:
                 done, _ = await workflow.wait(pending)
@@ -58,7 +74,7 @@ class RunWorkflow:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
             raise
-        if req.offset + req.batch < len(units):
+        if not over_budget and req.offset + req.batch < len(units):
             workflow.continue_as_new(
                 req.model_copy(update={"offset": req.offset + req.batch, "failed": failed})
             )
@@ -74,10 +90,18 @@ class RunWorkflow:
                 non_retryable=True,
             )
         await workflow.execute_activity_method(
-            ResultActivities.close_run, config.run_id, **bookkeeping(config.retry)
+            ResultActivities.close_run_over_budget if over_budget else ResultActivities.close_run,
+            config.run_id,
+            **bookkeeping(config.retry),
         )
         return await workflow.execute_activity_method(
             ResultActivities.summarize_run, config.run_id, **bookkeeping(config.retry)
+        )
+
+    async def _spent(self, config: RunConfig) -> float:
+        """The run's recorded cost (USD), from the store."""
+        return await workflow.execute_activity_method(
+            ResultActivities.run_cost, config.run_id, **bookkeeping(config.retry)
         )
 
     async def _task(self, unit: TaskUnit) -> str | None:

@@ -55,6 +55,30 @@ CASES: list[Case] = [
     run("--bogus", run_id="unknown-option", error="No such option: --bogus"),
     Case("unknown-command", ("nosuchcommand",), "No such command 'nosuchcommand'"),
     Case("tasks-without-domain", ("tasks",), "Missing argument 'domain'"),
+    Case("run-with-nothing", ("run",),
+         "Missing options '--domain', '--agent-model', '--user-model' (or domains, agents, user in a --config file)"),
+    # -- sweep config files (written by the `files` fixture) -------------------------------
+    Case("config-missing", ("run", "--config", "{files}/nope.toml"), "{files}/nope.toml: no such config file"),
+    Case("config-syntax", ("run", "--config", "{files}/syntax.toml"),
+         "{files}/syntax.toml: line 2, column 10: invalid TOML: Invalid value"),
+    Case("config-unknown-key", ("run", "--config", "{files}/unknown-key.toml"),
+         "{files}/unknown-key.toml: k: unknown key; known keys: agents, concurrency, domains,"),
+    Case("config-args-string", ("run", "--config", "{files}/args-string.toml"),
+         "{files}/args-string.toml: agents[1].args: must be a table, got a string"),
+    Case("config-secret", ("run", "--config", "{files}/secret.toml"),
+         "{files}/secret.toml: agents[0].args: api_key would store a secret with the run"),
+    Case("config-unknown-task", ("run", "--config", "{files}/unknown-task.toml"),
+         "{files}/unknown-task.toml: tasks.airline: unknown task id(s) 9999"),
+    Case("config-without-user", ("run", "--config", "{files}/good.toml"),
+         "Missing option '--user-model' (or user in a --config file)"),
+    # -- budget, demo ----------------------------------------------------------------------
+    run("--max-cost", "-1", run_id="max-cost-negative", error="--max-cost must be more than 0 (USD), got -1"),
+    Case("resume-max-cost-zero", ("resume", "some-run", "--max-cost", "0"),
+         "--max-cost must be more than 0 (USD), got 0"),
+    Case("demo-no-tasks", ("demo", "--tasks", "0"), "--tasks must be at least 1, got 0"),
+    Case("demo-too-many-tasks", ("demo", "--tasks", "51"),
+         "--tasks must be between 1 and 50 (airline has 50 tasks), got 51"),
+    Case("demo-no-trials", ("demo", "--trials", "0"), "--trials must be at least 1, got 0"),
     # -- what to run -----------------------------------------------------------------------
     Case("unknown-domain", ("run", "--domain", "nosuchdomain", *AGENTS, "--run-id", "unknown-domain"),
          "Unknown domain 'nosuchdomain'; known domains: airline, retail, telecom, mock"),
@@ -133,6 +157,15 @@ CASES: list[Case] = [
         error="cannot connect to Temporal at 127.0.0.1:{closed}", max_s=60),
     Case("worker-temporal-unreachable", ("worker",), "cannot connect to Temporal at 127.0.0.1:{closed}",
          env={"TEMPORAL_ADDRESS": "127.0.0.1:{closed}"}, max_s=30),
+    Case("temporal-address-not-an-address", ("worker",),
+         "TEMPORAL_ADDRESS 'not an address' is not a Temporal frontend address: give host:port",
+         env={"TEMPORAL_ADDRESS": "not an address"}),
+    Case("temporal-address-with-scheme", ("search-attributes", "register"),
+         "TEMPORAL_ADDRESS 'http://localhost:7233' is not a Temporal frontend address",
+         env={"TEMPORAL_ADDRESS": "http://localhost:7233"}),
+    Case("temporal-port-not-a-number", ("server", "status"),
+         "PASSHAT_TEMPORAL_PORT must be a TCP port number (1-65535), got 'seven'",
+         env={"PASSHAT_TEMPORAL_PORT": "seven"}),
     run("--task", "0", run_id="home-under-a-file", env={"PASSHAT_HOME": "{files}/good.json/home"},
         error="cannot open results store at sqlite:///{files}/good.json/home/results.db: [Errno 20] Not a directory"),
     run("--task", "0", run_id="db-unreachable",
@@ -169,7 +202,15 @@ def files(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("task-files")
     t2 = {**VALID_TASK, "id": "t2"}
     bad_action = {**VALID_TASK["evaluation_criteria"]["actions"][0], "name": "fly_me_home"}
+    agent = '[[agents]]\nmodel = "scripted/oracle"\n'
+    sweep = f'domains = ["airline"]\n[user]\nmodel = "scripted/oracle"\n{agent}'
     contents = {
+        "syntax.toml": 'domains = ["airline"]\ntrials = \n',
+        "unknown-key.toml": "k = 4\n" + sweep,
+        "args-string.toml": sweep + '[[agents]]\nmodel = "scripted/noisy-0.5"\nargs = "hot"\n',
+        "secret.toml": sweep.replace(agent, '[[agents]]\nmodel = "scripted/oracle"\nargs = { api_key = "sk-not-a-real-key-0123456789" }\n'),
+        "unknown-task.toml": sweep + '[tasks]\nairline = ["0", "9999"]\n',
+        "good.toml": f'domains = ["airline"]\n{agent}',
         "good.json": [VALID_TASK],
         "broken.json": '[\n  {"id": "t1"}\n',
         "object.json": {"tasks": [VALID_TASK]},
@@ -283,8 +324,8 @@ def test_reusing_a_run_id_with_another_configuration_is_refused(temporal_server,
         second = passhat(*RUN, "--task", "5", "--trials", "2", "--run-id", "reused")
         assert_clean_refusal(
             Outcome(second, 0.0, home, {}),
-            "run 'reused' already exists with a different configuration; "
-            "resume it with the same settings, or use a new --run-id",
+            "run 'reused' already exists with a different configuration "
+            "(trials: 1 in the run, 2 now); resume it with the same settings, or use a new --run-id",
         )
         assert rows(store) == before  # the original run is untouched
     finally:

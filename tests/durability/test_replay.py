@@ -11,6 +11,8 @@ runs that were in flight when it was deployed. Two guards:
 The recorded run covers every path of the workflows: oracle trials with tool calls (one
 retried after a 429), a noisy agent that fails, an agent model the provider does not
 know (the trial is recorded as not evaluable), the task workflows and the run workflow.
+A second run covers the run workflow's budget path: the cost it asks for before each
+task, the stop, and the run closed as budget_exhausted.
 
 After an intended, incompatible change to a workflow (one that needs a new workflow
 type or versioning for the runs in flight), record the files again:
@@ -45,6 +47,7 @@ from passhat.workflows.trial import TrialWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
 RUN_ID = "replay-fixture"
+BUDGET_RUN_ID = "replay-budget-fixture"
 
 
 def replayer(workflows=WORKFLOWS, **kwargs) -> Replayer:  # noqa: ANN001
@@ -149,7 +152,34 @@ def test_committed_histories_cover_every_workflow():
     histories = committed()
     assert {workflow_type(h) for h in histories} == {w.__name__ for w in (RunWorkflow, TaskWorkflow, TrialWorkflow)}
     names = {h.workflow_id for h in histories}
-    assert {"run", "task-oracle", "trial-oracle-retried", "trial-noisy-failure", "trial-not-evaluable"} <= names
+    assert {"run", "task-oracle", "trial-oracle-retried", "trial-noisy-failure", "trial-not-evaluable",
+            "run-budget-exhausted"} <= names
+
+
+async def test_live_budget_stop_history_replays(client, sqlite_store, model_server):
+    """A run that stops at its budget replays against the code that ran it. Runs after
+    test_live_histories_replay, which clears the directory when recording."""
+    # Priced by the model args (litellm's custom prices); noisy with P = 1 is the oracle
+    # under a name of its own, as litellm keeps a price for the whole process.
+    args = json.dumps(http_args(model_server.url, input_cost_per_token=1e-6, output_cost_per_token=2e-6))
+    cfg = config(
+        run_id=BUDGET_RUN_ID, task_ids=["1", "2"], trials=1, concurrency=1,
+        agent_models=["openai/noisy-1.00"], user_model="openai/noisy-1.00",
+        agent_args=args, user_args=args, max_cost=1e-9,
+    )
+    async with worker_for(client, sqlite_store) as queue:
+        handle = await start_run(client, sqlite_store, cfg, task_queue=queue)
+        await follow(handle, sqlite_store, cfg.run_id, lambda *a: None, poll_s=0.2)
+    # One task at a time: the first ran, its cost reached the budget, the second never started.
+    assert sqlite_store.get_run(BUDGET_RUN_ID).status == "budget_exhausted"
+    assert [t.task_id for t in sqlite_store.trials(BUDGET_RUN_ID)] == ["1"]
+    history = await client.get_workflow_handle(BUDGET_RUN_ID).fetch_history()
+    scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name
+                 for e in history.events if e.HasField("activity_task_scheduled_event_attributes")]
+    assert scheduled == ["run_cost", "run_cost", "close_run_over_budget", "summarize_run"]
+    await replayer().replay_workflow(history)
+    if os.environ.get("PASSHAT_RECORD_HISTORIES") == "1":
+        (HISTORIES / "run-budget-exhausted.json").write_text(history.to_json())
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in HISTORIES.glob("*.json")))

@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from passhat.infra import secrets
 from passhat.infra.store import Store
@@ -27,6 +26,13 @@ def test_secret_fields_are_found_nested():
             "extra_headers": {"Authorization": "Bearer k", "X-Trace": "1"},
             "api_key_env": "MY_KEY", "aws_secret_access_key": "s"}
     assert secrets.secret_fields(args) == ["api_key", "extra_headers.Authorization", "aws_secret_access_key"]
+
+
+def test_prices_per_token_are_not_secrets():
+    """litellm's custom prices (what --max-cost counts for a model it has no price for)
+    pass; a token still does not."""
+    args = {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6, "hf_token": "t", "token": "t"}
+    assert secrets.secret_fields(args) == ["hf_token", "token"]
 
 
 def test_redact_removes_environment_keys_and_key_shaped_strings(monkeypatch):

@@ -1,0 +1,64 @@
+"""A run's size, said before it starts: its conversations and an estimate of its model
+calls. A big run started from a terminal asks for confirmation first."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from passhat.contracts import RunConfig, TaskInfo
+
+# A run of more conversations than this asks "Start?" on an interactive terminal.
+CONFIRM_ABOVE = 1000
+
+
+@dataclass(frozen=True)
+class RunSize:
+    conversations: int
+    tasks: int  # per agent model
+    model_calls: int  # estimated: every conversation goes straight to its solution
+    max_model_calls: int  # every conversation runs to --max-steps
+
+
+def direct_calls(task: TaskInfo) -> int:
+    """Model calls of a conversation that goes straight to the task's solution: the
+    user's request, one agent call per gold action of the agent's, two per action the
+    user performs (the agent asks, the user acts), the agent's answer and the user's
+    stop. Real models talk more; this is the floor the estimate is built on."""
+    by_agent = sum(a.requestor == "assistant" for a in task.gold_actions)
+    return 3 + by_agent + 2 * (len(task.gold_actions) - by_agent)
+
+
+def run_size(config: RunConfig) -> RunSize:
+    from passhat.domains.registry import get_domain
+
+    per_trial = sum(
+        direct_calls(get_domain(domain).task(task_id))
+        for domain in config.domains
+        for task_id in config.task_ids[domain]
+    )
+    conversations = config.total_trials()
+    return RunSize(
+        conversations=conversations,
+        tasks=sum(len(config.task_ids[d]) for d in config.domains),
+        model_calls=per_trial * config.trials * len(config.agent_models),
+        max_model_calls=conversations * config.max_steps,
+    )
+
+
+def describe(config: RunConfig, size: RunSize) -> str:
+    """One line: what the run is about to start, and how the model calls are estimated."""
+    models = len(config.agent_models)
+    budget = "" if config.max_cost is None else f"; budget {config.max_cost:g} USD"
+    return (
+        f"run {config.run_id}: {size.conversations:,} conversations ({models} agent "
+        f"model{'s' if models != 1 else ''} x {size.tasks:,} task{'s' if size.tasks != 1 else ''} "
+        f"x {config.trials} trial{'s' if config.trials != 1 else ''}); about "
+        f"{size.model_calls:,} model calls, estimated as conversations that go straight to each "
+        f"task's gold actions (3 + 1 per agent action + 2 per user action), up to "
+        f"{size.max_model_calls:,} if every conversation runs to --max-steps {config.max_steps}{budget}"
+    )
+
+
+def needs_confirmation(size: RunSize, *, yes: bool, interactive: bool) -> bool:
+    """Only a big run, started from a terminal, without --yes, asks before it starts."""
+    return size.conversations > CONFIRM_ABOVE and interactive and not yes

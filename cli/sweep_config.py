@@ -1,0 +1,362 @@
+"""The sweep config of `passhat run --config FILE`: a TOML file that says what a run
+evaluates, each agent model with litellm args of its own. It is checked whole before
+anything starts, and a mistake is one line naming the file, the key and the reason:
+
+    sweep.toml: agents[1].args: must be a table, got a string
+
+Options given on the command line override the file (`merge`)."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, NoReturn
+
+from passhat.cli.launch import (
+    RUN_ID_PATTERN,
+    RUN_ID_RULE,
+    UserInputError,
+    check_model,
+    parse_duration,
+    parse_json_object,
+    parse_provider_limits,
+    refuse_secrets,
+)
+from passhat.contracts import provider_of
+
+# The file's keys, each with the parameter of build_config it sets (agents and user set
+# two: the models and their args).
+KEYS = {
+    "run_id": "run_id",
+    "agents": "agent_models",
+    "user": "user_model",
+    "domains": "domains",
+    "tasks": "task_ids",
+    "task_file": "task_file",
+    "trials": "trials",
+    "seed": "seed",
+    "concurrency": "concurrency",
+    "max_steps": "max_steps",
+    "max_errors": "max_errors",
+    "retry_for": "retry_for",
+    "max_attempts": "max_attempts",
+    "model_timeout": "model_timeout",
+    "max_cost": "max_cost",
+    "rate_limits": "rate_limits",
+    "lenient_tool_args": "lenient_tool_args",
+}
+MODEL_KEYS = ("model", "args")  # of each [[agents]] table and of [user]
+
+
+@dataclass
+class Sweep:
+    """A checked config file: build_config's arguments it sets, by parameter name (a
+    key the file does not have is absent). Paths in it are absolute."""
+
+    path: str
+    values: dict[str, Any]
+
+
+def load(path: str) -> Sweep:
+    """Read and check a config file; UserInputError names the file, the key and the
+    reason. Cheap checks first: models need litellm, domains and tasks need tau2."""
+    data = _parse(path)
+    check = _Checker(path)
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in KEYS:
+            check.fail(key, f"unknown key; known keys: {', '.join(sorted(KEYS))}")
+        values.update(check.value(key, value))
+    for where, model in check.models:
+        check_model(model, f"{path}: {where}")
+    check.domains_and_tasks(values, base=Path(path).expanduser().absolute().parent)
+    return Sweep(path, values)
+
+
+def merge(sweep: Sweep | None, options: dict[str, Any], given: set[str]) -> dict[str, Any]:
+    """build_config's arguments: an option given on the command line (its parameter
+    name in `given`), else the file's value, else the option's default.
+
+    Model args merge key by key, the command line's winning: --agent-args over each
+    agent's args, --user-args over the user's. --agent-model replaces the file's agents
+    (their args too); --task or --task-file replace its tasks and task_file; the file's
+    tasks for a domain (and its task_file) apply when that domain runs. With models from
+    the command line, the file's rate limits keep the providers those models call."""
+    if sweep is None:
+        return dict(options)
+    file = sweep.values
+    out = {name: options[name] if name in given or name not in file else file[name]
+           for name in options}
+    if "agent_models" in given:
+        out["agent_model_args"] = options.get("agent_model_args")
+    elif "agent_models" in file:
+        extra = parse_json_object(options.get("agent_args"), "--agent-args") if "agent_args" in given else {}
+        out["agent_model_args"] = {m: {**args, **extra} for m, args in file["agent_model_args"].items()}
+    if "user_args" in given and "user_args" in file:
+        out["user_args"] = {**file["user_args"], **parse_json_object(options["user_args"], "--user-args")}
+    if "rate_limits" not in given and file.get("rate_limits") and {"agent_models", "user_model"} & given:
+        # Models from the command line: the file's caps on providers they do not call go.
+        used = {provider_of(m) for m in [*(out["agent_models"] or []), out["user_model"] or ""]}
+        out["rate_limits"] = [r for r in file["rate_limits"] if r.split("=", 1)[0] in used]
+    if {"task_ids", "task_file"} & given:
+        out["task_ids"], out["task_file"] = options["task_ids"], options["task_file"]
+    elif "domains" in given:
+        run = set(out["domains"])
+        out["task_ids"] = {d: ids for d, ids in file.get("task_ids", {}).items() if d in run}
+        if file.get("task_file") is not None and run != set(file["domains"]):
+            out["task_file"] = None
+    return out
+
+
+# What each missing requirement is called on the command line and in a config file.
+REQUIRED = (("domains", "--domain", "domains"), ("agent_models", "--agent-model", "agents"),
+            ("user_model", "--user-model", "user"))
+
+
+def check_required(values: dict[str, Any], help_hint: str) -> None:
+    """A run needs domains, agent models and a user model, from options or the file."""
+    missing = [(option, key) for name, option, key in REQUIRED if not values.get(name)]
+    if missing:
+        options = ", ".join(f"'{option}'" for option, _ in missing)
+        keys = ", ".join(key for _, key in missing)
+        raise UserInputError(
+            f"Missing option{'s' if len(missing) > 1 else ''} {options} (or {keys} in a "
+            f"--config file){help_hint}"
+        )
+
+
+def _parse(path: str) -> dict[str, Any]:
+    try:
+        text = Path(path).expanduser().read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise UserInputError(f"{path}: no such config file")
+    except IsADirectoryError:
+        raise UserInputError(f"{path}: is a directory, not a TOML config file")
+    except OSError as err:
+        raise UserInputError(f"{path}: cannot read the config file ({err.strerror})")
+    except UnicodeDecodeError:
+        raise UserInputError(f"{path}: not UTF-8 text, as a TOML file must be")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise UserInputError(f"{path}: {_where(str(err))}") from None
+
+
+def _where(message: str) -> str:
+    """tomllib's "Reason (at line 3, column 7)" as "line 3, column 7: invalid TOML: Reason"."""
+    match = re.fullmatch(r"(.*) \(at line (\d+), column (\d+)\)", message)
+    if match:
+        return f"line {match[2]}, column {match[3]}: invalid TOML: {match[1]}"
+    match = re.fullmatch(r"(.*) \(at end of document\)", message)
+    if match:
+        return f"end of file: invalid TOML: {match[1]}"
+    return f"invalid TOML: {message}"
+
+
+def _kind(value: Any) -> str:
+    """A TOML value's type, as the file's author wrote it."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    return "a date or time"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+class _Checker:
+    def __init__(self, path: str):
+        self.path = path
+        self.models: list[tuple[str, str]] = []  # (key, model string), checked later
+
+    def fail(self, key: str, reason: str) -> NoReturn:
+        raise UserInputError(f"{self.path}: {key}: {reason}")
+
+    def value(self, key: str, value: Any) -> dict[str, Any]:
+        """build_config's arguments from one top-level key."""
+        if key == "agents":
+            return self._agents(value)
+        if key == "user":
+            model, args = self._model(key, value)
+            return {"user_model": model, "user_args": args}
+        if key == "domains":
+            return {"domains": self._strings(key, value)}
+        if key == "tasks":
+            return {"task_ids": self._tasks(value)}
+        if key in ("task_file", "run_id"):
+            text = self._string(key, value)
+            if key == "run_id" and not re.fullmatch(RUN_ID_PATTERN, text):
+                self.fail(key, f"'{text}' {RUN_ID_RULE}")
+            return {key: text}
+        if key == "lenient_tool_args":
+            if not isinstance(value, bool):
+                self.fail(key, f"must be true or false, got {_kind(value)}")
+            return {key: value}
+        if key == "retry_for":
+            return {key: self._duration(key, value)}
+        if key == "rate_limits":
+            return {key: self._rate_limits(value)}
+        if key in ("max_cost", "model_timeout"):
+            if not _is_number(value):
+                self.fail(key, f"must be a number, got {_kind(value)}")
+            if key == "max_cost" and not value > 0:
+                self.fail(key, f"must be more than 0 (USD), got {value:g}")
+            if key == "model_timeout" and not value >= 1:
+                self.fail(key, f"must be at least 1 (seconds), got {value:g}")
+            return {key: float(value)}
+        # The integers: trials, seed, concurrency, max_steps, max_errors, max_attempts.
+        if not isinstance(value, int) or isinstance(value, bool):
+            self.fail(key, f"must be an integer, got {_kind(value)}")
+        low = {"seed": None, "max_attempts": 0}.get(key, 1)
+        if low is not None and value < low:
+            self.fail(key, f"must be at least {low}, got {value}")
+        return {key: value}
+
+    def _rate_limits(self, value: Any) -> list[str]:
+        """`rate_limits = { openai = "60/min" }`: as many `--rate-limit` values."""
+        if not isinstance(value, dict):
+            self.fail("rate_limits", f'must be a table such as {{ openai = "60/min" }}, got {_kind(value)}')
+        out = []
+        for provider, rate in value.items():
+            option = f"{provider}={self._string(f'rate_limits.{provider}', rate)}"
+            try:
+                parse_provider_limits([option])
+            except UserInputError:
+                self.fail(f"rate_limits.{provider}", f"must be a rate such as \"60/min\", \"2/s\" or \"1000/h\", got '{rate}'")
+            out.append(option)
+        return out
+
+    def _string(self, key: str, value: Any) -> str:
+        if not isinstance(value, str):
+            self.fail(key, f"must be a string, got {_kind(value)}")
+        if not value.strip():
+            self.fail(key, "must not be empty")
+        return value
+
+    def _strings(self, key: str, value: Any) -> list[str]:
+        if not isinstance(value, list):
+            self.fail(key, f"must be an array of strings, got {_kind(value)}")
+        if not value:
+            self.fail(key, "must not be empty")
+        return [self._string(f"{key}[{i}]", v) for i, v in enumerate(value)]
+
+    def _duration(self, key: str, value: Any) -> float:
+        rule = "must be a duration such as 900, \"90s\", \"15m\" or \"2h\""
+        if _is_number(value):
+            seconds = float(value)
+        elif isinstance(value, str):
+            try:
+                seconds = parse_duration(value, key)
+            except UserInputError:
+                self.fail(key, f"{rule}, got '{value}'")
+        else:
+            self.fail(key, f"{rule}, got {_kind(value)}")
+        if seconds < 1:
+            self.fail(key, f"must be at least 1 second, got {value}")
+        return seconds
+
+    def _model(self, key: str, value: Any) -> tuple[str, dict[str, Any]]:
+        """A [user] or [[agents]] table: its model and litellm args."""
+        if not isinstance(value, dict):
+            self.fail(key, f'must be a table such as {{ model = "openai/gpt-4.1" }}, got {_kind(value)}')
+        for k in value:
+            if k not in MODEL_KEYS:
+                # TOML gives a table every key that follows its header.
+                hint = " (a top-level key goes above the first [table] or [[agents]])" if k in KEYS else ""
+                self.fail(f"{key}.{k}", f"unknown key; known keys: {', '.join(MODEL_KEYS)}{hint}")
+        if "model" not in value:
+            self.fail(key, "has no model (a litellm model string such as openai/gpt-4.1)")
+        model = self._string(f"{key}.model", value["model"])
+        args = value.get("args", {})
+        if not isinstance(args, dict):
+            self.fail(f"{key}.args", f"must be a table, got {_kind(args)}")
+        try:
+            json.dumps(args)
+        except TypeError:
+            self.fail(f"{key}.args", "must hold only strings, numbers, booleans, arrays and tables (no dates)")
+        refuse_secrets(args, f"{self.path}: {key}.args")
+        self.models.append((f"{key}.model", model))
+        return model, args
+
+    def _agents(self, value: Any) -> dict[str, Any]:
+        if not isinstance(value, list):
+            self.fail("agents", f"must be an array of tables ([[agents]] with a model each), got {_kind(value)}")
+        if not value:
+            self.fail("agents", "must not be empty: give at least one [[agents]] table with a model")
+        args: dict[str, dict[str, Any]] = {}
+        first: dict[str, int] = {}
+        for i, entry in enumerate(value):
+            model, model_args = self._model(f"agents[{i}]", entry)
+            if model in first:
+                self.fail(f"agents[{i}].model", f"'{model}' is already agents[{first[model]}].model")
+            first[model] = i
+            args[model] = model_args
+        return {"agent_models": list(args), "agent_model_args": args}
+
+    def _tasks(self, value: Any) -> dict[str, list[str]]:
+        if not isinstance(value, dict):
+            self.fail("tasks", f'must be a table of task ids per domain, such as {{ airline = ["0", "1"] }}, got {_kind(value)}')
+        out: dict[str, list[str]] = {}
+        for domain, ids in value.items():
+            key = f"tasks.{domain}"
+            if not isinstance(ids, list) or not ids:
+                self.fail(key, f"must be a non-empty array of task ids, got {_kind(ids) if ids != [] else 'an empty array'}")
+            for i, task in enumerate(ids):
+                if not isinstance(task, (str, int)) or isinstance(task, bool):
+                    self.fail(f"{key}[{i}]", f"must be a task id (a string), got {_kind(task)}")
+            out[domain] = [str(t) for t in ids]
+        return out
+
+    def domains_and_tasks(self, values: dict[str, Any], base: Path) -> None:
+        """Domains exist, a task file is readable and valid, task ids exist: the file's
+        relative paths are relative to the file itself (stored absolute)."""
+        from passhat.domains.base import UnknownDomainError
+        from passhat.domains.registry import get_domain
+        from passhat.domains.task_file import TaskFileError, custom_domain_name, split_domain_name
+
+        def load_domain(key: str, name: str):  # noqa: ANN202 - a Domain
+            try:
+                return get_domain(name)
+            except (UnknownDomainError, TaskFileError) as err:
+                self.fail(key, str(err))
+
+        def absolute(path: str) -> str:
+            return str((base / Path(path).expanduser()).absolute())
+
+        domains = values.get("domains", [])
+        for i, name in enumerate(domains):
+            domain, path = split_domain_name(name)
+            if path is not None:
+                domains[i] = custom_domain_name(domain, absolute(path))
+        if values.get("task_file") is not None:
+            values["task_file"] = absolute(values["task_file"])
+            plain = [split_domain_name(d) for d in domains]
+            if len(set(domains)) != 1 or plain[0][1] is not None:
+                self.fail("task_file", "replaces the tasks of one domain: give exactly one plain domain in domains")
+            runs = {domains[0]: custom_domain_name(domains[0], values["task_file"])}
+        else:
+            runs = {d: d for d in domains}
+        known: dict[str, Callable[[], list[str]]] = {}
+        for i, name in enumerate(domains):
+            key = f"domains[{i}]" if "task_file" not in values else "task_file"
+            known[name] = load_domain(key, runs[name]).task_ids
+            known.setdefault(split_domain_name(name)[0], known[name])
+        for domain, ids in values.get("task_ids", {}).items():
+            if domain not in known:
+                self.fail(f"tasks.{domain}", f"'{domain}' is not one of domains ({', '.join(domains) or 'none given'})")
+            missing = [t for t in ids if t not in set(known[domain]())]
+            if missing:
+                self.fail(f"tasks.{domain}", f"unknown task id(s) {', '.join(missing)} (see `passhat tasks {runs[domain]}`)")

@@ -1,0 +1,273 @@
+"""The sweep config file (`passhat run --config`), checked in process: what a good file
+sets, the one line each kind of bad file gets, how options given on the command line
+override the file, and that runs stored before per-model args existed keep their
+identity. The real command with a config file is in tests/cli/test_sweep_run.py; bad
+files through the real command in tests/cli/test_bad_input.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from passhat.cli import sweep_config
+from passhat.cli.launch import UserInputError, build_config
+from passhat.cli.preview import RunSize, describe, direct_calls, needs_confirmation, run_size
+from passhat.contracts import RunConfig
+from passhat.domains.registry import get_domain
+
+GOOD = """
+run_id = "sweep-1"
+domains = ["airline", "retail"]
+trials = 4
+seed = 7
+concurrency = 12
+max_steps = 50
+max_errors = 5
+retry_for = "2m"
+rate_limits = { openai = "2/s", anthropic = "600/h" }
+max_attempts = 3
+model_timeout = 60
+max_cost = 2.5
+lenient_tool_args = true
+
+[tasks]
+airline = ["0", 1]
+
+[user]
+model = "scripted/oracle"
+args = { temperature = 0.1 }
+
+[[agents]]
+model = "openai/gpt-4.1"
+args = { temperature = 0.3, max_tokens = 512 }
+
+[[agents]]
+model = "anthropic/claude-sonnet-4-5"
+
+[[agents]]
+model = "hosted_vllm/qwen"
+args = { api_base = "http://localhost:8000/v1", input_cost_per_token = 1e-7, output_cost_per_token = 2e-7 }
+"""
+
+# What the options of `passhat run` give build_config when none is given.
+DEFAULTS = dict(
+    domains=[], task_ids=[], agent_models=[], user_model=None, trials=1, concurrency=8,
+    run_id=None, agent_args=None, user_args=None, max_steps=200, max_errors=10, max_attempts=0,
+    model_timeout=300.0, retry_for="15m", task_file=None, seed=300, lenient_tool_args=False,
+    max_cost=None, agent_model_args=None, rate_limits=[],
+)
+
+
+def write(tmp_path: Path, text: str, name: str = "sweep.toml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_good_file_sets_every_key(tmp_path):
+    sweep = sweep_config.load(write(tmp_path, GOOD))
+    assert sweep.values == {
+        "run_id": "sweep-1", "domains": ["airline", "retail"], "trials": 4, "seed": 7,
+        "concurrency": 12, "max_steps": 50, "max_errors": 5, "retry_for": 120.0,
+        "max_attempts": 3, "model_timeout": 60.0, "max_cost": 2.5, "lenient_tool_args": True,
+        "rate_limits": ["openai=2/s", "anthropic=600/h"],
+        "task_ids": {"airline": ["0", "1"]},
+        "user_model": "scripted/oracle", "user_args": {"temperature": 0.1},
+        "agent_models": ["openai/gpt-4.1", "anthropic/claude-sonnet-4-5", "hosted_vllm/qwen"],
+        "agent_model_args": {
+            "openai/gpt-4.1": {"temperature": 0.3, "max_tokens": 512},
+            "anthropic/claude-sonnet-4-5": {},
+            "hosted_vllm/qwen": {"api_base": "http://localhost:8000/v1",
+                                 "input_cost_per_token": 1e-7, "output_cost_per_token": 2e-7},
+        },
+    }
+    config = build_config(limit=None, **sweep_config.merge(sweep, dict(DEFAULTS), set()))
+    # Each agent model's calls carry its own args (temperature 0.0 unless they set one).
+    args = {unit.agent_model: unit.agent_args for unit in config.units()}
+    assert args == {
+        "openai/gpt-4.1": {"temperature": 0.3, "max_tokens": 512},
+        "anthropic/claude-sonnet-4-5": {"temperature": 0.0},
+        "hosted_vllm/qwen": {"api_base": "http://localhost:8000/v1", "input_cost_per_token": 1e-7,
+                             "output_cost_per_token": 2e-7, "temperature": 0.0},
+    }
+    assert config.user_args == {"temperature": 0.1}
+    assert config.task_ids == {"airline": ["0", "1"], "retail": get_domain("retail").task_ids()}
+    assert (config.trials, config.seed, config.concurrency, config.max_steps, config.max_errors,
+            config.max_cost, config.lenient_tool_arguments) == (4, 7, 12, 50, 5, 2.5, True)
+    assert (config.retry.retry_for_s, config.retry.max_attempts, config.retry.model_call_timeout_s) == (120.0, 3, 60.0)
+    assert {p: limit.per_minute for p, limit in config.provider_limits.items()} == {"openai": 120.0, "anthropic": 10.0}
+
+
+def test_a_task_file_is_relative_to_the_config(tmp_path):
+    from tests.cli.test_bad_input import VALID_TASK
+
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "mine.json").write_text(json.dumps([VALID_TASK]))
+    path = write(tmp_path, 'domains = ["airline"]\ntask_file = "tasks/mine.json"\n[tasks]\nairline = ["t1"]\n')
+    sweep = sweep_config.load(path)
+    assert sweep.values["task_file"] == str(tmp_path / "tasks" / "mine.json")
+    values = sweep_config.merge(sweep, {**DEFAULTS, "agent_models": ["scripted/oracle"],
+                                        "user_model": "scripted/oracle"}, {"agent_models", "user_model"})
+    config = build_config(limit=None, **values)
+    assert config.task_ids == {f"airline@{tmp_path / 'tasks' / 'mine.json'}": ["t1"]}
+
+
+AGENT = '[[agents]]\nmodel = "scripted/oracle"\n'
+USER = '[user]\nmodel = "scripted/oracle"\n'
+BASE = f'domains = ["airline"]\n{USER}{AGENT}'
+
+# (id, file content, the one line it gets after "<file>: ")
+BAD = [
+    ("toml-syntax", 'domains = ["airline"]\ntrials = \n', "line 2, column 10: invalid TOML: Invalid value"),
+    ("toml-unclosed", 'domains = ["airline"\n', "end of file: invalid TOML:"),
+    ("unknown-key", "k = 4\n" + BASE,
+     "k: unknown key; known keys: agents, concurrency, domains, lenient_tool_args, max_attempts, "
+     "max_cost, max_errors, max_steps, model_timeout, rate_limits, retry_for, run_id, seed, task_file, tasks, trials, user"),
+    ("rate-limit-not-a-rate", 'rate_limits = { openai = "fast" }\n' + BASE,
+     'rate_limits.openai: must be a rate such as "60/min", "2/s" or "1000/h", got \'fast\''),
+    ("unknown-agent-key", BASE + AGENT.replace("[[agents]]\n", "[[agents]]\ntemperature = 0\n").replace("oracle", "noisy-0.5"),
+     "agents[1].temperature: unknown key; known keys: model, args"),
+    ("key-below-a-table", BASE + "trials = 4\n",
+     "agents[0].trials: unknown key; known keys: model, args (a top-level key goes above the first [table] or [[agents]])"),
+    ("args-string", BASE + '[[agents]]\nmodel = "scripted/noisy-0.5"\nargs = "hot"\n',
+     "agents[1].args: must be a table, got a string"),
+    ("agent-secret", f'domains = ["airline"]\n{USER}[[agents]]\nmodel = "openai/gpt-4.1"\nargs = {{ api_key = "sk-abc" }}\n',
+     "agents[0].args: api_key would store a secret with the run"),
+    ("user-secret-nested", f'domains = ["airline"]\n{AGENT}[user]\nmodel = "scripted/oracle"\n'
+     '[user.args.extra_headers]\nAuthorization = "Bearer x"\n',
+     "user.args: extra_headers.Authorization would store a secret with the run"),
+    ("agent-without-model", BASE + "[[agents]]\nargs = {}\n", "agents[1]: has no model"),
+    ("agents-not-array", f'domains = ["airline"]\nagents = "scripted/oracle"\n{USER}',
+     "agents: must be an array of tables ([[agents]] with a model each), got a string"),
+    ("duplicate-agent", BASE + AGENT, "agents[1].model: 'scripted/oracle' is already agents[0].model"),
+    ("unknown-agent-model", BASE + '[[agents]]\nmodel = "nosuchprovider/x"\n',
+     "agents[1].model: unknown model 'nosuchprovider/x'"),
+    ("user-string", f'domains = ["airline"]\nuser = "scripted/oracle"\n{AGENT}',
+     'user: must be a table such as { model = "openai/gpt-4.1" }, got a string'),
+    ("trials-zero", "trials = 0\n" + BASE, "trials: must be at least 1, got 0"),
+    ("trials-string", 'trials = "4"\n' + BASE, "trials: must be an integer, got a string"),
+    ("trials-float", "trials = 2.5\n" + BASE, "trials: must be an integer, got a float"),
+    ("seed-bool", "seed = true\n" + BASE, "seed: must be an integer, got a boolean"),
+    ("max-cost-zero", "max_cost = 0\n" + BASE, "max_cost: must be more than 0 (USD), got 0"),
+    ("retry-for", 'retry_for = "soon"\n' + BASE,
+     "retry_for: must be a duration such as 900, \"90s\", \"15m\" or \"2h\", got 'soon'"),
+    ("run-id", 'run_id = "my run"\n' + BASE, "run_id: 'my run' must be 1-100 letters"),
+    ("domains-string", f'domains = "airline"\n{USER}{AGENT}', "domains: must be an array of strings, got a string"),
+    ("unknown-domain", f'domains = ["airline", "nosuchdomain"]\n{USER}{AGENT}',
+     "domains[1]: Unknown domain 'nosuchdomain'"),
+    ("tasks-other-domain", BASE + '[tasks]\nretail = ["0"]\n', "tasks.retail: 'retail' is not one of domains (airline)"),
+    ("unknown-task", BASE + '[tasks]\nairline = ["0", "9999"]\n',
+     "tasks.airline: unknown task id(s) 9999 (see `passhat tasks airline`)"),
+    ("task-id-table", BASE + '[tasks]\nairline = [{ id = "0" }]\n', "tasks.airline[0]: must be a task id (a string), got a table"),
+    ("task-file-missing", 'task_file = "nope.json"\n' + BASE, "task_file: task file {dir}/nope.json does not exist"),
+    ("task-file-two-domains", f'domains = ["airline", "retail"]\ntask_file = "t.json"\n{USER}{AGENT}',
+     "task_file: replaces the tasks of one domain: give exactly one plain domain in domains"),
+]
+
+
+@pytest.mark.parametrize("content,expected", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_a_bad_file_is_one_line_naming_file_key_and_reason(tmp_path, content, expected):
+    path = write(tmp_path, content)
+    with pytest.raises(UserInputError) as err:
+        sweep_config.load(path)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: " + expected.replace("{dir}", str(tmp_path))), message
+
+
+def test_a_missing_or_unreadable_file(tmp_path):
+    with pytest.raises(UserInputError, match=r"^nope\.toml: no such config file$"):
+        sweep_config.load("nope.toml")
+    with pytest.raises(UserInputError, match="is a directory, not a TOML config file"):
+        sweep_config.load(str(tmp_path))
+
+
+def test_options_on_the_command_line_override_the_file(tmp_path):
+    sweep = sweep_config.load(write(tmp_path, GOOD))
+    given = {"trials", "seed", "max_cost", "domains", "user_args", "agent_args"}
+    options = {**DEFAULTS, "trials": 1, "seed": 300, "max_cost": 9.0, "domains": ["airline"],
+               "user_args": '{"temperature": 0.9}', "agent_args": '{"max_tokens": 64, "top_p": 0.5}'}
+    values = sweep_config.merge(sweep, options, given)
+    assert (values["trials"], values["seed"], values["max_cost"]) == (1, 300, 9.0)  # the options'
+    assert (values["concurrency"], values["max_steps"], values["run_id"]) == (12, 50, "sweep-1")  # the file's
+    # Model args merge key by key, the command line's winning.
+    assert values["user_args"] == {"temperature": 0.9}
+    assert values["agent_model_args"]["openai/gpt-4.1"] == {"temperature": 0.3, "max_tokens": 64, "top_p": 0.5}
+    assert values["agent_model_args"]["anthropic/claude-sonnet-4-5"] == {"max_tokens": 64, "top_p": 0.5}
+    # --domain replaces the file's domains; its tasks apply to the domains that run.
+    assert values["domains"] == ["airline"] and values["task_ids"] == {"airline": ["0", "1"]}
+    config = build_config(limit=None, **values)
+    assert (config.trials, config.seed, config.max_cost, config.domains) == (1, 300, 9.0, ["airline"])
+
+    # --agent-model replaces the file's agents and their args; --task replaces its tasks.
+    values = sweep_config.merge(sweep, {**DEFAULTS, "agent_models": ["scripted/oracle"], "task_ids": ["2"]},
+                                {"agent_models", "task_ids"})
+    config = build_config(limit=None, **values)
+    assert config.agent_models == ["scripted/oracle"] and config.agent_model_args == {}
+    assert config.provider_limits == {}  # the file's caps were on providers no longer called
+    assert config.task_ids == {"airline": ["2"], "retail": ["2"]}
+
+
+def test_a_run_needs_domains_models_and_a_user_model_from_somewhere(tmp_path):
+    with pytest.raises(UserInputError) as err:
+        sweep_config.check_required(sweep_config.merge(None, dict(DEFAULTS), set()), " — see help")
+    assert str(err.value) == ("Missing options '--domain', '--agent-model', '--user-model' "
+                              "(or domains, agents, user in a --config file) — see help")
+    sweep = sweep_config.load(write(tmp_path, f'domains = ["airline"]\n{AGENT}'))
+    with pytest.raises(UserInputError, match=r"^Missing option '--user-model' \(or user in a --config file\)$"):
+        sweep_config.check_required(sweep_config.merge(sweep, dict(DEFAULTS), set()), "")
+
+
+# A run stored before per-model args and budgets existed (config_json as that version
+# wrote it) and the fingerprint it was stored with.
+LEGACY_JSON = (
+    '{"user_model":"openai/gpt-4.1","agent_args":{"temperature":0.0,"api_base":"http://x/v1"},'
+    '"user_args":{"temperature":0.0},"max_steps":200,"max_errors":10,"lenient_tool_arguments":false,'
+    '"retry":{"retry_for_s":900.0,"max_attempts":0,"initial_interval_s":1.0,"backoff":2.0,'
+    '"max_interval_s":60.0,"model_call_timeout_s":300.0,"heartbeat_timeout_s":10.0,"bookkeeping_for_s":600.0},'
+    '"run_id":"legacy-1","agent_models":["openai/gpt-4.1","scripted/oracle"],"domains":["airline"],'
+    '"task_ids":{"airline":["0","1"]},"trials":4,"seed":300,"concurrency":8}'
+)
+LEGACY_FINGERPRINT = "c7a158cdf50521f0b55ba360f834ff237a1f46a2fd669579b51ea61376301aa4"
+
+
+def test_a_stored_run_keeps_its_identity():
+    config = RunConfig.model_validate_json(LEGACY_JSON)
+    assert config.fingerprint() == LEGACY_FINGERPRINT
+    assert config.agent_args_for("scripted/oracle") == {"temperature": 0.0, "api_base": "http://x/v1"}
+    # The budget is not part of a run's identity; per-model args are.
+    assert config.model_copy(update={"max_cost": 3.0}).fingerprint() == LEGACY_FINGERPRINT
+    per_model = config.model_copy(update={"agent_model_args": {"scripted/oracle": {"temperature": 0.5}}})
+    assert per_model.fingerprint() != LEGACY_FINGERPRINT
+    assert [u.agent_args for u in per_model.units()][-1] == {"temperature": 0.5}
+
+
+TELECOM_TASK = "[mobile_data_issue]airplane_mode_on|user_abroad_roaming_enabled_off[PERSONA:None]"
+
+
+def test_the_size_of_a_run_before_it_starts():
+    config = build_config(run_id="size", domains=["airline"], task_ids=["1", "17"],
+                          agent_models=["scripted/oracle", "scripted/noisy-0.5"],
+                          user_model="scripted/oracle", trials=3, concurrency=8,
+                          agent_args=None, user_args=None, max_cost=4.0)
+    size = run_size(config)
+    # Task 1 has 2 gold actions of the agent's, task 17 has 3: 5 and 6 calls each.
+    assert [direct_calls(get_domain("airline").task(t)) for t in ("1", "17")] == [5, 6]
+    # Each action the user performs takes two: the agent asks, the user acts.
+    telecom = get_domain("telecom").task(TELECOM_TASK)
+    assert [a.requestor for a in telecom.gold_actions] == ["user", "user"]
+    assert direct_calls(telecom) == 3 + 2 * 2
+    assert size == RunSize(conversations=12, tasks=2, model_calls=(5 + 6) * 3 * 2, max_model_calls=12 * 200)
+    assert describe(config, size) == (
+        "run size: 12 conversations (2 agent models x 2 tasks x 3 trials); about 66 model calls, "
+        "estimated as conversations that go straight to each task's gold actions (3 + 1 per "
+        "agent action + 2 per user action), up to 2,400 if every conversation runs to "
+        "--max-steps 200; budget 4 USD"
+    )
+    big = RunSize(conversations=1001, tasks=1, model_calls=1, max_model_calls=1)
+    assert needs_confirmation(big, yes=False, interactive=True)
+    assert not needs_confirmation(big, yes=True, interactive=True)
+    assert not needs_confirmation(big, yes=False, interactive=False)
+    assert not needs_confirmation(RunSize(1000, 1, 1, 1), yes=False, interactive=True)
