@@ -42,6 +42,27 @@ TAU2_DOMAINS = ("airline", "retail", "telecom", "mock")
 DEFAULT_SESSION_CACHE_SIZE = 8
 
 
+def tau2_task_count(name: str) -> int | None:
+    """The size of the task set tau2 runs for a domain (its "base" split where the
+    domain has one, else every task, as tau2's task loaders choose), read from tau2's
+    data files without importing tau2; None when they are not where tau2 keeps them."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("tau2")  # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "data" / "tau2" / "domains" / name
+    try:
+        split = json.loads((folder / "split_tasks.json").read_text())
+        if "base" in split:
+            return len(split["base"])
+        return len(json.loads((folder / "tasks.json").read_text()))
+    except (OSError, ValueError):
+        return None
+
+
 class Tau2Domain:
     """One tau2 domain. Cheap to create: tau2's data is loaded on first use."""
 

@@ -24,6 +24,25 @@ def temporal_address() -> str | None:
     return os.environ.get("TEMPORAL_ADDRESS") or None
 
 
+def _port(variable: str, default: int) -> int:
+    value = os.environ.get(variable)
+    if not value:
+        return default
+    if not value.strip().isdigit() or not 0 < int(value) < 65536:
+        raise ValueError(f"{variable} must be a TCP port number (1-65535), got {value!r}")
+    return int(value)
+
+
+def temporal_port() -> int:
+    """The embedded server's gRPC port: PASSHAT_TEMPORAL_PORT, default 7233."""
+    return _port("PASSHAT_TEMPORAL_PORT", DEFAULT_TEMPORAL_PORT)
+
+
+def ui_port() -> int:
+    """The embedded server's web UI port: PASSHAT_UI_PORT, default 8233."""
+    return _port("PASSHAT_UI_PORT", DEFAULT_UI_PORT)
+
+
 def temporal_namespace() -> str:
     return os.environ.get("TEMPORAL_NAMESPACE", "default")
 

@@ -45,7 +45,7 @@ from temporalio.client import Client, Interceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
-from passhat.infra import search_attributes, settings, tracing
+from passhat.infra import logs, search_attributes, settings, tracing
 
 HOST = "127.0.0.1"
 # Bound on one connection attempt; Client.connect alone can wait forever on a port
@@ -61,6 +61,28 @@ class TemporalServerError(RuntimeError):
 
 class TemporalUnreachable(RuntimeError):
     """No Temporal frontend answers at the configured address."""
+
+
+class EmbeddedServerNotRunning(TemporalUnreachable):
+    """A read-only command found the embedded server stopped (and did not start it)."""
+
+
+PORT_HINT = (
+    "choose other ports with `passhat server start --port N --ui-port M` "
+    "(or PASSHAT_TEMPORAL_PORT / PASSHAT_UI_PORT for every command)"
+)
+
+
+def check_address(address: str) -> None:
+    """A Temporal frontend address is host:port; say so in one line otherwise."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or any(c.isspace() for c in address) or "/" in address or not (
+        port.isdigit() and 0 < int(port) < 65536
+    ):
+        raise TemporalUnreachable(
+            f"TEMPORAL_ADDRESS {address!r} is not a Temporal frontend address: give host:port, "
+            "e.g. localhost:7233 (no scheme), or unset it to use the embedded server"
+        )
 
 
 def find_temporal_binary() -> Path:
@@ -162,14 +184,18 @@ class EmbeddedServer:
     def __init__(
         self,
         home: Path,
-        port: int = settings.DEFAULT_TEMPORAL_PORT,
-        ui_port: int = settings.DEFAULT_UI_PORT,
+        port: int | None = None,
+        ui_port: int | None = None,
         namespace: str = "default",
         startup_timeout: float = 60.0,
     ) -> None:
         self.home = Path(home)
-        self.port = port
-        self.ui_port = ui_port
+        # Unset: PASSHAT_TEMPORAL_PORT / PASSHAT_UI_PORT, else 7233 / 8233.
+        try:
+            self.port = settings.temporal_port() if port is None else port
+            self.ui_port = settings.ui_port() if ui_port is None else ui_port
+        except ValueError as err:
+            raise TemporalServerError(str(err)) from None
         self.namespace = namespace
         self.startup_timeout = startup_timeout
         self.db_path = self.home / "temporal.db"
@@ -326,7 +352,7 @@ class EmbeddedServer:
             if not await _port_freed(port, PORT_RELEASE_S):
                 raise TemporalServerError(
                     f"cannot start the embedded Temporal server: {what} port {HOST}:{port} "
-                    "is already in use by another program. Stop it, choose other ports, "
+                    f"is already in use by another program. Stop it, {PORT_HINT}, "
                     "or point TEMPORAL_ADDRESS at the server that is listening there."
                 )
         cmd = self.command()
@@ -399,18 +425,24 @@ async def connect(
     interceptors: Sequence[Interceptor] = (),
     *,
     timeout: float = CONNECT_TIMEOUT_S,
+    start: bool = True,
     **client_kwargs: Any,
 ) -> Client:
     """A Client for passhat's Temporal.
 
     address None means TEMPORAL_ADDRESS, and when that is unset too, the embedded server
-    under settings.home() (started if needed). namespace None means TEMPORAL_NAMESPACE.
-    Extra keyword arguments (tls, api_key, data_converter, plugins...) go to
-    Client.connect. Fails within about `timeout` seconds with TemporalUnreachable when
-    nothing answers.
+    under settings.home(), started if needed unless `start` is False (read-only commands
+    never start it: they raise EmbeddedServerNotRunning). namespace None means
+    TEMPORAL_NAMESPACE. Extra keyword arguments (tls, api_key, data_converter,
+    plugins...) go to Client.connect. Fails within about `timeout` seconds with
+    TemporalUnreachable when nothing answers.
     """
     namespace = namespace or settings.temporal_namespace()
     address = address or settings.temporal_address()
+    if address is not None:
+        check_address(address)
+    # Before the first client: Temporal's core then logs through Python logging.
+    logs.forward_temporal_core_logs()
     # passhat's workflow inputs and results are pydantic models.
     client_kwargs.setdefault("data_converter", pydantic_data_converter)
     # Tracing, when OTEL_* asks for it: the interceptor serves the client and its workers.
@@ -418,7 +450,15 @@ async def connect(
     interceptors = list(interceptors) or tracing.interceptors()
     if address is None:
         server = EmbeddedServer(settings.home(), namespace=namespace)
-        address = (await server.ensure_running()).address
+        if start:
+            address = (await server.ensure_running()).address
+        else:
+            status = server.status()
+            if not status.running:
+                raise EmbeddedServerNotRunning(
+                    "the embedded Temporal server is not running; `passhat server start` starts it"
+                )
+            address = status.address
 
     hint = (
         "Start the embedded server with `passhat server start` (and unset TEMPORAL_ADDRESS), "
@@ -449,7 +489,7 @@ async def connect(
                 f"(temporal operator namespace create -n {namespace}) or set TEMPORAL_NAMESPACE."
             ) from err
         raise
-    except RuntimeError as err:  # Client.connect's "Failed client connect: ..."
+    except (RuntimeError, ValueError) as err:  # "Failed client connect: ...", a bad target
         raise TemporalUnreachable(f"cannot connect to Temporal at {address}: {err}. {hint}") from err
     return client
 
