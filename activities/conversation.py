@@ -28,6 +28,7 @@ from passhat.contracts import (
     StepRef,
     StepResult,
     TrialSpec,
+    provider_of,
 )
 from passhat.domains import scripted
 from passhat.domains.registry import get_domain
@@ -50,6 +51,7 @@ def step_result(step: int, messages: list[Message], failure: str | None = None) 
         step=step,
         role=last.role,
         is_tool_call=is_call,
+        tool_names=[call.name for call in last.tool_calls or []] if is_call else [],
         # Only the user ends a conversation (tau2: the agent's messages never stop it).
         is_stop=last.role == "user"
         and not is_call
@@ -181,7 +183,7 @@ class ConversationActivities:
         }
         span_attributes = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": llm.provider_of(model),
+            "gen_ai.provider.name": provider_of(model),
             "gen_ai.request.model": model,
             "gen_ai.request.seed": spec.seed,
             "gen_ai.request.temperature": args.get("temperature"),

@@ -7,6 +7,7 @@ import asyncio
 import json
 import re
 import secrets
+import time
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -16,6 +17,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
 
 from passhat.contracts import (
     DEFAULT_MAX_ERRORS,
@@ -23,9 +25,12 @@ from passhat.contracts import (
     DEFAULT_SEED,
     DEFAULT_TEMPERATURE,
     TASK_QUEUE,
+    TRIAL_NOT_EVALUABLE,
+    ProviderLimit,
     RetryConfig,
     RunConfig,
     RunSummary,
+    provider_of,
 )
 
 
@@ -92,6 +97,44 @@ def parse_duration(value: str | float, option: str) -> float:
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
 
 
+_RATE_UNITS = {"s": 60.0, "sec": 60.0, "min": 1.0, "m": 1.0, "h": 1 / 60, "hour": 1 / 60}
+
+
+def parse_provider_limits(rate_limits: list[str], models: list[str] | None = None) -> dict[str, ProviderLimit]:
+    """Provider caps from `--rate-limit PROVIDER=N/min`. With `models`, a provider none of
+    them uses is refused: the cap would hold nothing."""
+    limits: dict[str, ProviderLimit] = {}
+    for text in rate_limits:
+        match = re.fullmatch(r"\s*([\w.-]+)\s*=\s*(\d+(?:\.\d+)?)\s*/\s*(s|sec|m|min|h|hour)\s*", text)
+        if not match or float(match.group(2)) <= 0:
+            raise UserInputError(
+                f"--rate-limit must be PROVIDER=N/min (or N/s, N/h) with N > 0, e.g. openai=60/min; got '{text}'"
+            )
+        limits[match.group(1)] = ProviderLimit(per_minute=float(match.group(2)) * _RATE_UNITS[match.group(3)])
+    if models is not None:
+        used = sorted({provider_of(m) for m in models})
+        for provider in limits:
+            if provider not in used:
+                raise UserInputError(
+                    f"no model of the run uses provider '{provider}' (its models use: {', '.join(used)}); "
+                    "the provider is the part of the model string before '/'"
+                )
+    return limits
+
+
+def provider_limit_args(limits: dict[str, ProviderLimit]) -> list[str]:
+    """The `passhat worker` options that give a worker these caps."""
+    args: list[str] = []
+    for provider, limit in sorted(limits.items()):
+        if limit.per_minute is not None:
+            args += ["--rate-limit", f"{provider}={limit.per_minute:g}/min"]
+    return args
+
+
+RUN_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}"
+RUN_ID_RULE = "must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
 def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("run-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
@@ -100,13 +143,13 @@ def build_config(
     *,
     run_id: str | None,
     domains: list[str],
-    task_ids: list[str],
+    task_ids: list[str] | dict[str, list[str]],
     agent_models: list[str],
     user_model: str,
     trials: int,
     concurrency: int,
-    agent_args: str | None,
-    user_args: str | None,
+    agent_args: str | dict[str, Any] | None,
+    user_args: str | dict[str, Any] | None,
     max_steps: int = DEFAULT_MAX_STEPS,
     max_errors: int = DEFAULT_MAX_ERRORS,
     max_attempts: int = RetryConfig.model_fields["max_attempts"].default,
@@ -116,7 +159,16 @@ def build_config(
     task_file: str | None = None,
     seed: int = DEFAULT_SEED,
     lenient_tool_args: bool = False,
+    agent_model_args: dict[str, dict[str, Any]] | None = None,
+    max_cost: float | None = None,
+    rate_limits: list[str] | None = None,
 ) -> RunConfig:
+    """A validated RunConfig. `task_ids` is one list for every domain, or per domain (a
+    sweep config's tasks; a domain it does not name runs every task). `agent_args` /
+    `user_args` are JSON text (the options) or already parsed (a sweep config);
+    `agent_model_args` gives agent models args of their own, which replace agent_args for
+    them. `limit` (demo's --tasks) takes the first tasks of each domain. `rate_limits`
+    are `--rate-limit` values."""
     from passhat.domains.base import UnknownDomainError
     from passhat.domains.registry import get_domain
     from passhat.domains.task_file import TaskFileError, custom_domain_name, split_domain_name
@@ -142,24 +194,24 @@ def build_config(
     for name, value, low in (("--trials", trials, 1), ("--concurrency", concurrency, 1),
                              ("--max-steps", max_steps, 1), ("--max-errors", max_errors, 1),
                              ("--max-attempts", max_attempts, 0), ("--model-timeout", model_timeout, 1),
-                             ("--retry-for", retry_for_s, 1)):
+                             ("--retry-for", retry_for_s, 1), ("--tasks", 1 if limit is None else limit, 1)):
         if value < low:
             raise UserInputError(f"{name} must be at least {low}, got {value}")
-    if run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", run_id):
-        raise UserInputError(
-            f"--run-id '{run_id}' must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit"
-        )
+    check_budget(max_cost)
+    if run_id is not None and not re.fullmatch(RUN_ID_PATTERN, run_id):
+        raise UserInputError(f"--run-id '{run_id}' {RUN_ID_RULE}")
     # Cheap checks first: loading a domain takes seconds.
-    parsed_agent_args = parse_json_object(agent_args, "--agent-args")
-    parsed_user_args = parse_json_object(user_args, "--user-args")
-    refuse_secrets(parsed_agent_args, "--agent-args")
-    refuse_secrets(parsed_user_args, "--user-args")
-    # tau2 run's default: both sides at temperature 0.0 unless told otherwise.
-    for parsed in (parsed_agent_args, parsed_user_args):
-        parsed.setdefault("temperature", DEFAULT_TEMPERATURE)
+    parsed_agent_args = _model_args(agent_args, "--agent-args")
+    parsed_user_args = _model_args(user_args, "--user-args")
+    per_model = {m: _model_args(dict(a), f"the args of agent model {m}")
+                 for m, a in (agent_model_args or {}).items()}
+    unknown = [m for m in per_model if m not in agent_models]
+    if unknown:
+        raise UserInputError(f"args given for agent model(s) the run does not have: {', '.join(unknown)}")
     for model in agent_models:
         check_model(model, "--agent-model")
     check_model(user_model, "--user-model")
+    provider_limits = parse_provider_limits(rate_limits or [], models=[*agent_models, user_model])
     per_domain: dict[str, list[str]] = {}
     for domain_name in dict.fromkeys(domains):
         try:
@@ -167,14 +219,21 @@ def build_config(
         except (UnknownDomainError, TaskFileError) as err:
             raise UserInputError(str(err))
         known = domain.task_ids()
-        if task_ids:
-            missing = [t for t in task_ids if t not in set(known)]
-            if len(domains) == 1 and missing:
+        if limit is not None and limit > len(known):
+            raise UserInputError(
+                f"--tasks must be between 1 and {len(known)} ({domain_name} has {len(known)} tasks), got {limit}"
+            )
+        wanted = task_ids
+        if isinstance(task_ids, dict):  # per domain, by its name or its base domain's
+            wanted = task_ids.get(domain_name, task_ids.get(split_domain_name(domain_name)[0], []))
+        if wanted:
+            missing = [t for t in wanted if t not in set(known)]
+            if (len(domains) == 1 or isinstance(task_ids, dict)) and missing:
                 raise UserInputError(
                     f"unknown task id(s) for domain {domain_name}: {', '.join(missing)} "
                     f"(see `passhat tasks {domain_name}`)"
                 )
-            chosen = [t for t in known if t in set(task_ids)]
+            chosen = [t for t in known if t in set(wanted)]
         else:
             chosen = known[:limit] if limit else known
         per_domain[domain_name] = chosen
@@ -190,13 +249,31 @@ def build_config(
         concurrency=concurrency,
         agent_args=parsed_agent_args,
         user_args=parsed_user_args,
+        agent_model_args=per_model,
+        provider_limits=provider_limits,
         max_steps=max_steps,
         max_errors=max_errors,
         seed=seed,
         lenient_tool_arguments=lenient_tool_args,
         retry={"max_attempts": max_attempts, "model_call_timeout_s": model_timeout,
                "retry_for_s": retry_for_s},
+        max_cost=max_cost,
     )
+
+
+def check_budget(max_cost: float | None) -> None:
+    if max_cost is not None and not max_cost > 0:  # NaN too
+        raise UserInputError(f"--max-cost must be more than 0 (USD), got {max_cost:g}")
+
+
+def _model_args(args: str | dict[str, Any] | None, option: str) -> dict[str, Any]:
+    """litellm args of one side or model, checked: a JSON object (text from an option,
+    or already parsed), without secrets, and at temperature 0.0 (tau2 run's default)
+    unless it sets one."""
+    parsed = dict(args) if isinstance(args, dict) else parse_json_object(args, option)
+    refuse_secrets(parsed, option)
+    parsed.setdefault("temperature", DEFAULT_TEMPERATURE)
+    return parsed
 
 
 class RunEnded(Exception):
@@ -218,7 +295,10 @@ async def start_run(
     record this call created is removed again, so nothing half-written is left behind."""
     from passhat.workflows.run import RunRequest, RunWorkflow
 
-    existed = store.get_run(config.run_id) is not None
+    stored = store.check_config(config)
+    existed = stored is not None
+    if stored is not None:
+        await _check_budget_change(client, stored.run_config(), config, resume)
     store.create_run(config, config.total_trials())
     try:
         handle = await client.start_workflow(
@@ -241,25 +321,100 @@ async def start_run(
             store.delete_run(config.run_id)
         raise
     if resume:
+        if stored is not None and stored.run_config().max_cost != config.max_cost:
+            store.set_run_budget(config.run_id, config.max_cost)
         store.set_run_status(config.run_id, "running")
     return handle
+
+
+def describe_budget(max_cost: float | None) -> str:
+    return "no budget" if max_cost is None else f"a budget of {max_cost:g} USD"
+
+
+async def _check_budget_change(client: Client, stored: RunConfig, config: RunConfig, resume: bool) -> None:
+    """The budget is not part of what a run measures, but the run's workflow holds it:
+    a run takes a new one through resume, once its workflow has stopped."""
+    if stored.max_cost == config.max_cost:
+        return
+    run_id = config.run_id
+    if not resume:
+        raise UserInputError(
+            f"run {run_id} exists with {describe_budget(stored.max_cost)}; "
+            f"`passhat resume {run_id} --max-cost USD` continues it with another"
+        )
+    try:
+        status = (await client.get_workflow_handle(run_id).describe()).status
+    except RPCError:  # no workflow left (e.g. past the namespace's retention): not running
+        status = None
+    if status == WorkflowExecutionStatus.RUNNING:
+        raise UserInputError(
+            f"run {run_id} is running with {describe_budget(stored.max_cost)}: a new budget "
+            f"applies once it has stopped (`passhat cancel {run_id}`, then "
+            f"`passhat resume {run_id} --max-cost USD`)"
+        )
+
+
+class Eta:
+    """Time left in a run, from the pace of the trials finished since following began
+    (trials an earlier attempt finished, seen at once on resume, do not set the pace)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.start: tuple[float, int] | None = None
+
+    def __call__(self, done: int, total: int) -> float | None:
+        """Seconds left, or None while there is no pace to go by yet."""
+        now = self.clock()
+        if self.start is None:
+            self.start = (now, done)
+        if done >= total:
+            return 0.0
+        since, done_then = self.start
+        if done <= done_then or now <= since:
+            return None
+        return (total - done) * (now - since) / (done - done_then)
 
 
 async def follow(
     handle: WorkflowHandle,
     store,  # noqa: ANN001
     run_id: str,
-    on_progress: Callable[[int, int, float | None], None],
+    on_progress: Callable[..., None],
     poll_s: float = 0.5,
+    on_not_evaluable: Callable[[Any], None] | None = None,
 ) -> RunSummary:
-    """Wait for the run's result, reporting (done, total, running pass^1) as it goes.
+    """Wait for the run's result, calling on_progress(RunProgress, ETA in seconds or
+    None) as it goes, and on_not_evaluable(trial row) once for each trial that becomes
+    not evaluable meanwhile (not for those an earlier attempt left so: a resumed trial
+    that fails again has a new attempt number and is reported again).
     The store is read in a thread: the worker in this process shares the event loop,
     and a slow read must never delay its heartbeats."""
     result = asyncio.ensure_future(handle.result())
+    eta = Eta()
+    reported: set[tuple[str, int]] | None = None
+    last_seen: tuple[int, int] | None = None  # (not evaluable, their attempts)
+
+    async def poll() -> None:
+        nonlocal reported, last_seen
+        progress = await asyncio.to_thread(store.run_progress, run_id)
+        # The trials are read only when their counts moved (a trial that finished, or
+        # one that failed again after resume reopened it).
+        seen, last_seen = last_seen, (progress.not_evaluable, progress.not_evaluable_attempts)
+        if on_not_evaluable is not None and (reported is None or (
+                progress.not_evaluable and last_seen != seen)):
+            rows = await asyncio.to_thread(store.trials, run_id, status=TRIAL_NOT_EVALUABLE)
+            if reported is None:  # the first look: what is there already was reported before
+                reported = {(r.trial_id, r.attempts) for r in rows}
+            for row in rows:
+                if (row.trial_id, row.attempts) not in reported:
+                    reported.add((row.trial_id, row.attempts))
+                    on_not_evaluable(row)
+        on_progress(progress, eta(progress.done, progress.total))
+
     while not result.done():
-        on_progress(*await asyncio.to_thread(store.progress, run_id))
+        await poll()
         await asyncio.wait({result}, timeout=poll_s)
-    on_progress(*await asyncio.to_thread(store.progress, run_id))
+    await poll()
     try:
         return result.result()
     except WorkflowFailureError as err:

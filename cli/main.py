@@ -5,6 +5,7 @@ happen inside commands so `passhat --help` stays fast."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from rich.markup import escape
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
+from passhat.cli.preview import CONFIRM_ABOVE
 from passhat.contracts import DEFAULT_MAX_ERRORS, DEFAULT_MAX_STEPS, DEFAULT_SEED, RetryConfig
 
 _RETRY = RetryConfig()  # the defaults the options show
@@ -47,6 +49,39 @@ class _OneLineUsageErrors(TyperGroup):
         with _usage_errors_as_one_line():
             return super().invoke(ctx)
 
+    def get_command(self, ctx, cmd_name):  # noqa: ANN001, ANN201
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _tidy_metavars(command, ctx)
+        return command
+
+    def format_help(self, ctx, formatter):  # noqa: ANN001, ANN201
+        _tidy_metavars(self, ctx)
+        return super().format_help(ctx, formatter)
+
+
+def _tidy_metavars(command, ctx) -> None:  # noqa: ANN001 - a click Command, its Context
+    """Typer's help shows each option's Python type: `<bool>` for a flag, which takes no
+    value, and `<list[str]>` for a repeatable option, which takes one value each time.
+    Flags get no metavar and repeatable options their element's type; an explicit
+    metavar= stays. Subcommands of a group get the same."""
+    for param in command.get_params(ctx):
+        if param.param_type_name == "argument":
+            shown = param.display_type(ctx)
+            if shown.startswith("<list[") and shown.endswith("]>"):  # its type column
+                param.display_type_rich = lambda ctx, label=f"<{shown[6:-2]}>...": label
+            continue
+        if param.metavar is not None:
+            continue
+        if getattr(param, "is_flag", False) or getattr(param, "count", False):
+            param.metavar = ""
+        elif getattr(param, "multiple", False):
+            shown = param.display_type(ctx)  # "<list[str]>"
+            if shown.startswith("<list[") and shown.endswith("]>"):
+                param.metavar = f"<{shown[6:-2]}>"
+    for name in getattr(command, "commands", {}):
+        _tidy_metavars(command.commands[name], ctx)
+
 
 app = typer.Typer(
     cls=_OneLineUsageErrors,
@@ -55,6 +90,24 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+# Commands that load tau2, whose loguru messages are routed to the log file first.
+_LOADS_TAU2 = {"run", "demo", "resume", "worker", "tasks", "export", "import"}
+
+
+@app.callback()
+def _global_options(
+    ctx: typer.Context,
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, show_default=False, help="Show more on the console: -v every library's warnings and passhat's info with tracebacks, -vv debug output. Everything goes to PASSHAT_HOME/logs/passhat.log anyway."),
+) -> None:
+    """Durable pass^k evaluation of tool-using AI agents on tau2 benchmarks, run as Temporal workflows."""
+    from passhat.infra import logs
+
+    logs.setup(verbose)
+    if ctx.invoked_subcommand in _LOADS_TAU2:
+        logs.route_loguru()
+
+
 server_app = typer.Typer(help="Manage the embedded Temporal dev server (database and web UI under PASSHAT_HOME).", no_args_is_help=True)
 app.add_typer(server_app, name="server")
 
@@ -107,9 +160,13 @@ def _refuse_imported(row, action: str) -> None:  # noqa: ANN001 - a RunRow
 
 @app.command()
 def run(
-    domain: list[str] = typer.Option(..., "--domain", "-d", help="Domain to evaluate (repeat for several): airline, retail, telecom, mock."),
-    agent_model: list[str] = typer.Option(..., "--agent-model", "-m", help="litellm model string for the agent (repeat for a sweep), e.g. openai/gpt-4.1 or scripted/oracle."),
-    user_model: str = typer.Option(..., "--user-model", "-u", help="litellm model string for the user simulator."),
+    ctx: typer.Context,
+    domain: list[str] = typer.Option([], "--domain", "-d", help="Domain to evaluate (repeat for several): airline, retail, telecom, mock. Required unless --config has domains."),
+    agent_model: list[str] = typer.Option([], "--agent-model", "-m", help="litellm model string for the agent (repeat for a sweep), e.g. openai/gpt-4.1 or scripted/oracle. Required unless --config has agents."),
+    user_model: Optional[str] = typer.Option(None, "--user-model", "-u", help="litellm model string for the user simulator. Required unless --config has a user."),
+    config: Optional[str] = typer.Option(None, "--config", help="A sweep config (TOML): agent models each with their own args, user model, domains, tasks, trials, seed, limits, retry, budget (see the README). Options given on the command line override it."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", metavar="USD", help="Budget: once the run's recorded model cost reaches it, no new conversation starts; those in flight finish and the run ends as budget_exhausted (`passhat resume RUN --max-cost USD` continues it)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help=f"Start without asking: a run of more than {CONFIRM_ABOVE} conversations asks for confirmation on a terminal."),
     task: list[str] = typer.Option([], "--task", "-t", help="Task id to run (repeat); default: every task of the domain."),
     task_file: Optional[str] = typer.Option(None, "--task-file", help="JSON list of your own tasks in tau2's format, run with the one --domain's tools and policy."),
     trials: int = typer.Option(1, "--trials", "-k", help="Independent trials per task (the k of pass^k)."),
@@ -126,6 +183,7 @@ def run(
     model_timeout: float = typer.Option(_RETRY.model_call_timeout_s, help="Seconds one model call may take before it is retried as a timeout."),
     detach: bool = typer.Option(False, "--detach", help="Start the run and return; a `passhat worker` must be running."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Worker processes this command runs for the run (one process uses one core); default: the machine's cores."),
+    rate_limit: list[str] = typer.Option([], "--rate-limit", metavar="PROVIDER=N/min", help="Cap a provider's model calls per minute (repeat per provider; also N/s, N/h), for every worker of the run: enforced by the Temporal server on the provider's own task queue."),
     output: str = typer.Option("table", "--output", "-o", help="table or json (json prints exactly one JSON object)."),
 ) -> None:
     """Evaluate agent models on tau2 domains and report pass^k."""
@@ -134,34 +192,64 @@ def run(
         trials=trials, concurrency=concurrency, run_id=run_id, agent_args=agent_args,
         user_args=user_args, max_steps=max_steps, max_errors=max_errors,
         max_attempts=max_attempts, model_timeout=model_timeout, retry_for=retry_for, detach=detach,
-        output=output, limit=None, workers=workers,
-        task_file=task_file, seed=seed, lenient_tool_args=lenient_tool_args,
+        output=output, limit=None, workers=workers, rate_limits=rate_limit,
+        task_file=task_file, seed=seed, lenient_tool_args=lenient_tool_args, max_cost=max_cost,
+        yes=yes, sweep=config, given=_given_options(ctx), help_hint=f" — see `{ctx.command_path} --help`",
     ))
+
+
+# `run`'s options by the build_config parameter they set, for a --config file to fill in.
+_BUILD_PARAMS = {
+    "domain": "domains", "task": "task_ids", "agent_model": "agent_models", "task_file": "task_file",
+    "user_model": "user_model", "trials": "trials", "concurrency": "concurrency", "run_id": "run_id",
+    "agent_args": "agent_args", "user_args": "user_args", "max_steps": "max_steps",
+    "max_errors": "max_errors", "seed": "seed", "lenient_tool_args": "lenient_tool_args",
+    "retry_for": "retry_for", "max_attempts": "max_attempts", "model_timeout": "model_timeout",
+    "max_cost": "max_cost", "rate_limit": "rate_limits",
+}
+
+
+def _given_options(ctx: typer.Context) -> set[str]:
+    """The build_config parameters whose options were given on the command line."""
+    from typer._click.core import ParameterSource
+
+    return {build for param, build in _BUILD_PARAMS.items()
+            if ctx.get_parameter_source(param) not in (None, ParameterSource.DEFAULT)}
 
 
 @app.command()
 def demo(
-    tasks: int = typer.Option(10, help="How many airline tasks to sweep."),
-    trials: int = typer.Option(4, "--trials", "-k", help="Trials per task."),
+    tasks: int = typer.Option(10, help="How many airline tasks to sweep (1-50: airline has 50)."),
+    trials: int = typer.Option(4, "--trials", "-k", help="Trials per task (at least 1)."),
     output: str = typer.Option("table", "--output", "-o", help="table or json."),
+    yes: bool = typer.Option(False, "--yes", "-y", help=f"Start without asking: more than {CONFIRM_ABOVE} conversations ask for confirmation on a terminal."),
 ) -> None:
     """A short offline sweep: scripted/oracle and scripted/noisy-0.7 on airline, k=4, on the embedded Temporal server. No keys needed."""
     _guard(lambda: _run_command(
         domains=["airline"], task_ids=[], agent_models=DEMO_MODELS, user_model="scripted/oracle",
         trials=trials, concurrency=16, run_id=None, agent_args=None, user_args=None,
-        detach=False, output=output, limit=tasks,
+        detach=False, output=output, limit=tasks, yes=yes,
     ))
 
 
-def _run_command(*, output: str, detach: bool, limit: int | None, workers: int | None = None, **kwargs) -> None:  # noqa: ANN003
+def _run_command(*, output: str, detach: bool, limit: int | None, workers: int | None = None,
+                 yes: bool = False, sweep: str | None = None,
+                 given: set[str] | None = None, help_hint: str = "", **kwargs) -> None:  # noqa: ANN003
+    """`given` (the options given on the command line) comes from `run`, whose required
+    options may come from the `sweep` config file instead."""
+    from passhat.cli import sweep_config
     from passhat.cli.launch import UserInputError, build_config
 
     if output not in ("table", "json"):
         raise UserInputError(f"--output must be 'table' or 'json', got '{output}'")
     if workers is not None and workers < 1:
         raise UserInputError(f"--workers must be at least 1, got {workers}")
+    if given is not None:
+        kwargs = sweep_config.merge(sweep_config.load(sweep) if sweep else None,
+                                    {**kwargs, "agent_model_args": None}, given)
+        sweep_config.check_required(kwargs, help_hint)
     config = build_config(limit=limit, **kwargs)
-    _finish(_execute_here(config, detach=detach, output=output, workers=workers), output)
+    _finish(_execute_here(config, detach=detach, output=output, workers=workers, preview=True, yes=yes), output)
 
 
 def _execute_here(config, **kwargs):  # noqa: ANN001, ANN003, ANN202
@@ -188,8 +276,13 @@ def _finish(summary, output: str) -> None:  # noqa: ANN001
     if output == "table":
         from passhat.infra.temporal_server import ui_url
 
+        from passhat.cli.render import workflow_link
+
         if ui_url():
-            out_console.print(f"Temporal UI: {ui_url()}/namespaces/default/workflows/{summary.run_id}", soft_wrap=True)
+            out_console.print(f"Temporal UI: {workflow_link(ui_url(), summary.run_id)}", soft_wrap=True)
+    over_budget = _budget_stop(summary.run_id)
+    if over_budget:
+        err_console.print(over_budget, highlight=False)
     missing = sum(r.trials - r.evaluable for r in summary.results)
     if missing:
         err_console.print(
@@ -197,13 +290,52 @@ def _finish(summary, output: str) -> None:  # noqa: ANN001
             f"left out of pass^k). `passhat trials {summary.run_id} --failed` shows why; fix the "
             f"cause and run `passhat resume {summary.run_id}`."
         )
+    if missing or over_budget:
         raise typer.Exit(1)
 
 
-async def _execute(config, *, detach: bool, output: str, resume: bool = False, workers: int | None = None):  # noqa: ANN001, ANN202
+def _budget_stop(run_id: str) -> str | None:
+    """What to say about a run that stopped at its budget; None for any other run."""
+    from passhat.infra.store import RUN_BUDGET_EXHAUSTED, Store
+
+    store = Store()
+    row = store.get_run(run_id)
+    if row is None or row.status != RUN_BUDGET_EXHAUSTED:
+        return None
+    started = len(store.trials(run_id))
+    return (
+        f"[bold yellow]budget reached:[/] run {run_id} recorded {store.run_cost(run_id):.4g} USD of its "
+        f"{row.run_config().max_cost:g} USD budget and started no more conversations "
+        f"({started} of {row.total_trials} trials started); `passhat resume {run_id} --max-cost USD` "
+        "continues it with a new budget."
+    )
+
+
+def _announce(store, config, *, yes: bool) -> None:  # noqa: ANN001 - a Store, a RunConfig
+    """Before a new run starts (nothing is recorded yet): its size on stderr and, for a
+    big run on a terminal without --yes, a question. A run that exists is attached to."""
+    from passhat.cli.preview import describe, needs_confirmation, run_size
+    from typer.exceptions import Abort
+
+    if store.check_config(config) is not None:
+        return
+    size = run_size(config)
+    err_console.print(describe(config, size), highlight=False, markup=False)
+    interactive = sys.stdin.isatty() and sys.stderr.isatty()
+    if needs_confirmation(size, yes=yes, interactive=interactive):
+        try:
+            go = typer.confirm(f"Start {size.conversations:,} conversations?", default=False, err=True)
+        except Abort:
+            go = False
+        if not go:
+            fail(f"not started: nothing of run {config.run_id} was recorded", 1)
+
+
+async def _execute(config, *, detach: bool, output: str, resume: bool = False, workers: int | None = None,
+                   preview: bool = False, yes: bool = False):  # noqa: ANN001, ANN202
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from passhat.cli.launch import follow, start_run
+    from passhat.cli.launch import follow, provider_limit_args, start_run
     from passhat.infra.store import Store
     from passhat.infra.temporal_server import connect, ui_url
     from passhat.cli.worker import build_worker, default_process_count, worker_processes
@@ -211,31 +343,50 @@ async def _execute(config, *, detach: bool, output: str, resume: bool = False, w
     store = Store()
     client = await connect()
     await _ensure_search_attributes(client)
+    if preview:
+        _announce(store, config, yes=yes)
     handle = await start_run(client, store, config, resume=resume)
     ui = ui_url()
     if detach:
         print(config.run_id)
         err_console.print(f"run {config.run_id} started; follow it with `passhat status {config.run_id}`"
                           + (f" or in the Temporal UI: {ui}" if ui else ""))
+        if config.provider_limits:
+            # The caps live in the workers that serve the providers' queues.
+            err_console.print("its capped providers' calls are served only by workers started with "
+                              f"`passhat worker {' '.join(provider_limit_args(config.provider_limits))}`",
+                              highlight=False)
         return None
+    from passhat.cli.render import not_evaluable_line, progress_fields, workflow_link
+
     if ui:
-        err_console.print(f"Temporal UI: {ui}/namespaces/default/workflows/{config.run_id}")
+        err_console.print(f"Temporal UI: {workflow_link(ui, config.run_id)}", soft_wrap=True)
     progress = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("pass^1 {task.fields[pass1]}"), TimeElapsedColumn(), console=err_console,
+        TextColumn("pass^1 {task.fields[pass1]}  not evaluable {task.fields[not_evaluable]}  "
+                   "${task.fields[cost]}  {task.fields[eta]}"),
+        TimeElapsedColumn(), console=err_console,
         disable=output == "json" and not err_console.is_terminal,
     )
-    with progress:
-        bar = progress.add_task(f"run {config.run_id}", total=None, pass1="-")
+    # -o json: stdout holds the result's one JSON object and nothing else, whatever a
+    # library prints meanwhile.
+    with progress, contextlib.redirect_stdout(sys.stderr) if output == "json" else contextlib.nullcontext():
+        bar = progress.add_task(f"run {config.run_id}", total=None, **progress_fields(None, None))
 
-        def update(done: int, total: int, pass1: float | None) -> None:
-            progress.update(bar, completed=done, total=total, pass1="-" if pass1 is None else f"{pass1:.3f}")
+        def update(p, eta_s) -> None:  # noqa: ANN001 - a store.RunProgress
+            progress.update(bar, completed=p.done, total=p.total, **progress_fields(p, eta_s))
+
+        def not_evaluable(row) -> None:  # noqa: ANN001 - a store.TrialRow
+            progress.console.print(not_evaluable_line(row), highlight=False, markup=False, soft_wrap=True)
 
         # This process runs one worker; the others are child processes, which end with it.
         extra = (workers or default_process_count()) - 1
-        with worker_processes(extra, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES):
-            async with build_worker(client, store, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES):
-                summary = await follow(handle, store, config.run_id, update)
+        limits = config.provider_limits
+        with worker_processes(extra, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+                              worker_args=provider_limit_args(limits)):
+            async with build_worker(client, store, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+                                    provider_limits=limits):
+                summary = await follow(handle, store, config.run_id, update, on_not_evaluable=not_evaluable)
     return summary
 
 
@@ -265,16 +416,22 @@ def resume(
     run_id: str = typer.Argument(..., help="Run id."),
     detach: bool = typer.Option(False, "--detach", help="Restart the run and return; a `passhat worker` must be running."),
     output: str = typer.Option("table", "--output", "-o", help="table or json."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", metavar="USD", help="A new budget for the run (all it has recorded counts toward it); default: the budget it was started with, if any."),
 ) -> None:
     """Finish an interrupted run: only unfinished and not-evaluable trials run again;
     scored trials and recorded steps are kept as they are."""
 
     def body() -> None:
+        from passhat.cli.launch import check_budget
         from passhat.infra.store import Store
 
+        check_budget(max_cost)
         row = existing_run(Store(), run_id)
         _refuse_imported(row, "resume")
-        _finish(_execute_here(row.run_config(), detach=detach, output=output, resume=True), output)
+        config = row.run_config()
+        if max_cost is not None:
+            config = config.model_copy(update={"max_cost": max_cost})
+        _finish(_execute_here(config, detach=detach, output=output, resume=True), output)
 
     _guard(body)
 
@@ -297,18 +454,52 @@ def cancel(run_id: str = typer.Argument(..., help="Run id.")) -> None:
 
 
 @app.command()
-def runs() -> None:
+def runs(
+    output: str = typer.Option("table", "--output", "-o", help="table (tab-separated, with a header) or json (schema in the README)."),
+) -> None:
     """List the runs in the results store, newest first."""
 
     def body() -> None:
+        import json
+
         from passhat.infra.store import Store
 
+        _check_output(output)
         store = Store()
-        for row in store.list_runs():
-            done, total, pass1 = store.progress(row.run_id)
-            print(f"{row.run_id}\t{row.status}\t{done}/{total}\tpass^1 {'-' if pass1 is None else f'{pass1:.3f}'}")
+        listed = [(row, store.run_progress(row.run_id)) for row in store.list_runs()]
+        if output == "json":
+            print(json.dumps({"runs": [_run_json(row, p) for row, p in listed]}))
+            return
+        if not listed:
+            err_console.print(f"no runs in the results store ({store.safe_url})", highlight=False)
+            return
+        print("run\tstatus\ttrials done\tpass^1\tnot evaluable\tcost USD\tcreated (UTC)")
+        for row, p in listed:
+            print(f"{row.run_id}\t{row.status}\t{p.done}/{p.total}\t{_pass1(p.pass1)}\t"
+                  f"{p.not_evaluable}\t{p.cost:.4f}\t{row.created_at:%Y-%m-%d %H:%M:%S}")
 
     _guard(body)
+
+
+def _check_output(output: str) -> None:
+    from passhat.cli.launch import UserInputError
+
+    if output not in ("table", "json"):
+        raise UserInputError(f"--output must be 'table' or 'json', got '{output}'")
+
+
+def _pass1(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _run_json(row, progress) -> dict:  # noqa: ANN001 - a RunRow, its RunProgress
+    """A run in `runs -o json` and `status -o json` (schema in the README)."""
+    return {
+        "run_id": row.run_id, "status": row.status,
+        "trials": progress.total, "done": progress.done, "not_evaluable": progress.not_evaluable,
+        "pass1": progress.pass1, "cost": progress.cost,
+        "created_at": row.created_at.isoformat(), "updated_at": row.updated_at.isoformat(),
+    }
 
 
 sa_app = typer.Typer(help="Passhat's custom search attributes on a Temporal cluster.", no_args_is_help=True)
@@ -337,29 +528,44 @@ def search_attributes_register() -> None:
 
 
 @app.command()
-def status(run_id: str = typer.Argument(..., help="Run id.")) -> None:
-    """Show a run's progress and the state of its workflow."""
+def status(
+    run_id: str = typer.Argument(..., help="Run id."),
+    output: str = typer.Option("table", "--output", "-o", help="table or json (schema in the README)."),
+) -> None:
+    """Show a run's progress and the state of its workflow (never starts the Temporal server)."""
 
     def body() -> None:
-        from passhat.infra.store import Store
+        import json
 
+        from passhat.infra.store import Store
+        from passhat.infra.temporal_server import TemporalUnreachable
+
+        _check_output(output)
         store = Store()
         row = existing_run(store, run_id)
-        done, total, pass1 = store.progress(run_id)
-        not_eval = len(store.trials(run_id, status="not_evaluable"))
+        p = store.run_progress(run_id)
         source = store.import_source(run_id)
         if source is not None:  # an imported run has no workflow to ask Temporal about
             names = ", ".join(os.path.basename(f["path"]) for f in source.get("files", []))
-            wf = f"none (imported from {names})"
+            wf, detail = "none", f"imported from {names}"
         else:
             try:
-                wf = asyncio.run(_status_of(run_id))
-            except Exception as err:  # the store answers even when Temporal is down
-                wf = f"unknown ({err})"
+                wf, detail = asyncio.run(_status_of(run_id)), None
+                if wf is None:
+                    wf, detail = "unknown", "Temporal has no workflow with this id (closed workflows are kept for the namespace's retention)"
+            except TemporalUnreachable as err:  # the store answers even when Temporal is down
+                wf, detail = "unknown", " ".join(str(err).split())
+            except Exception as err:  # noqa: BLE001 - a status line is better than a traceback
+                wf, detail = "unknown", f"{type(err).__name__}: {' '.join(str(err).split())}"
+        if output == "json":
+            print(json.dumps({**_run_json(row, p), "workflow": wf, "workflow_detail": detail}))
+            return
         out_console.print(
-            f"run {run_id}: {row.status}; workflow {wf}\n"
-            f"trials done {done}/{total}, not evaluable {not_eval}, "
-            f"pass^1 {'-' if pass1 is None else f'{pass1:.3f}'}"
+            f"run {run_id}: {row.status}; workflow {wf}"
+            + (f" ({detail})" if detail and wf == "none" else f": {detail}" if detail else "") + "\n"
+            f"trials done {p.done}/{p.total}, not evaluable {p.not_evaluable}, "
+            f"pass^1 {_pass1(p.pass1)}, cost ${p.cost:.4f}",
+            highlight=False, markup=False,
         )
 
     _guard(body)
@@ -369,27 +575,86 @@ async def _status_of(run_id: str) -> str | None:
     from passhat.cli.launch import workflow_status
     from passhat.infra.temporal_server import connect
 
-    return await workflow_status(await connect(), run_id)
+    # Read-only: asks a running server, never starts the embedded one.
+    return await workflow_status(await connect(start=False), run_id)
 
 
 @app.command()
 def report(
-    run_id: str = typer.Argument(..., help="Run id."),
-    output: str = typer.Option("table", "--output", "-o", help="table or json."),
+    run_ids: list[str] = typer.Argument(..., metavar="RUN", help="Run ids; with two or more, or one run of several agent models, models are compared task by task."),
+    output: str = typer.Option("table", "--output", "-o", help="table (fits 80 columns), json (schema in the README), csv, markdown or html (one self-contained file)."),
+    by: str = typer.Option("model", "--by", help="model: pass^k curves per model and domain; task: one row per task (table, csv, markdown)."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Also draw pass^k against k per model, with confidence bands, to this .png (or .svg, .pdf) file."),
+    out: Optional[str] = typer.Option(None, "--out", help="Write the report to this file instead of stdout."),
 ) -> None:
-    """pass^k per agent model and domain, from the results store."""
+    """pass^k per agent model and domain with bootstrap confidence intervals, cost,
+    failure taxonomy and paired comparisons, from the results store; partial runs
+    report the trials they finished and say what is missing."""
 
     def body() -> None:
-        from passhat import metrics
-        from passhat.cli.render import print_summary
+        from pathlib import Path
+
+        from passhat.cli.launch import UserInputError
+        from passhat.cli.report import GROUPINGS, OUTPUTS, PLOT_SUFFIXES, build_report
         from passhat.infra.store import Store
 
+        if output not in OUTPUTS:
+            raise UserInputError(f"--output must be one of {', '.join(OUTPUTS)}, got '{output}'")
+        if by not in GROUPINGS:
+            raise UserInputError(f"--by must be one of {', '.join(GROUPINGS)}, got '{by}'")
+        if plot is not None and Path(plot).suffix.lower() not in PLOT_SUFFIXES:
+            raise UserInputError(f"--plot must name a {', '.join(PLOT_SUFFIXES)} file, got '{plot}'")
         store = Store()
-        config = existing_run(store, run_id).run_config()
-        summary = metrics.summarize(run_id, store.task_results(run_id), config.departures())
-        print_summary(summary, output, out_console)
+        for run_id in run_ids:
+            existing_run(store, run_id)
+        result = build_report(store, run_ids)
+        try:
+            _write_report(store, result, output, by, out)
+            if plot is not None:
+                from passhat.cli import plots
+
+                plots.save(plots.pass_hat_figure(result), Path(plot))
+        except OSError as err:
+            raise UserInputError(f"cannot write {err.filename or out or plot}: {err.strerror or err}")
+        for run in result.runs:
+            if not run.completeness.complete and (output != "table" or out):
+                err_console.print(f"[bold yellow]run {escape(run.run_id)} is PARTIAL:[/] "
+                                  f"{escape(run.completeness.note)}", highlight=False)
 
     _guard(body)
+
+
+def _write_report(store, result, output: str, by: str, out: str | None) -> None:  # noqa: ANN001 - a Store, a Report
+    from passhat.cli import render
+
+    if output == "table":
+        if out is None:
+            render.report_table(result, by, out_console)
+            return
+        with open(out, "w") as f:
+            render.report_table(result, by, Console(file=f, width=100))
+        return
+    if output == "html":
+        from passhat.cli import html_report
+        from passhat.cli.report import trial_views
+        from passhat.infra import settings
+        from passhat.infra.temporal_server import ui_url
+
+        # ui_url() only looks for a running embedded server: a report starts nothing.
+        ui, namespace, jaeger = ui_url(), settings.temporal_namespace(), settings.jaeger_ui_url()
+        text = html_report.render(result, {r.run_id: trial_views(store, r, ui, namespace, jaeger)
+                                           for r in result.runs})
+    elif output == "json":
+        text = result.model_dump_json(indent=1) + "\n"
+    elif output == "csv":
+        text = render.report_csv(result, by)
+    else:
+        text = render.report_markdown(result, by)
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        with open(out, "w") as f:
+            f.write(text)
 
 
 @app.command()
@@ -398,37 +663,61 @@ def trials(
     failed: bool = typer.Option(False, "--failed", help="Only failed trials: scored below 1, or not evaluable."),
     domain: Optional[str] = typer.Option(None, "--domain", "-d", help="Only this domain."),
     agent_model: Optional[str] = typer.Option(None, "--agent-model", "-m", help="Only this agent model."),
+    links: bool = typer.Option(False, "--links", help="On a terminal, show each trial's Temporal UI and Jaeger links (piped output always has them)."),
+    output: str = typer.Option("table", "--output", "-o", help="table or json (schema in the README)."),
 ) -> None:
-    """List a run's trials with outcome, reason, Temporal UI link and Jaeger link."""
+    """List a run's trials with outcome and reason (and Temporal UI and Jaeger links)."""
 
     def body() -> None:
-        from passhat.cli.render import print_trials
+        from passhat.cli.launch import UserInputError
+        from passhat.cli.render import print_trials, trials_json
         from passhat.infra import settings
         from passhat.infra.store import Store
         from passhat.infra.temporal_server import ui_url
 
+        _check_output(output)
         store = Store()
-        existing_run(store, run_id)
+        config = existing_run(store, run_id).run_config()
+        for option, value, known in (("domain", domain, config.domains),
+                                     ("agent model", agent_model, config.agent_models)):
+            if value is not None and value not in known:  # a typo would list nothing
+                raise UserInputError(f"run {run_id} has no {option} '{value}'; its {option}s: {', '.join(known)}")
         rows = store.trials(run_id, domain=domain, agent_model=agent_model, failed_only=failed)
         # An imported run has no workflows: no Temporal UI links.
         ui = None if store.import_source(run_id) is not None else ui_url()
-        print_trials(rows, ui, settings.temporal_namespace(), settings.jaeger_ui_url(), out_console)
+        args = (rows, ui, settings.temporal_namespace(), settings.jaeger_ui_url())
+        if output == "json":
+            print(trials_json(run_id, *args))
+        else:
+            print_trials(*args, out_console, links=links)
 
     _guard(body)
 
 
 @app.command()
-def show(trial_id: str = typer.Argument(..., help="Trial id, as `passhat trials` lists it.")) -> None:
+def show(
+    trial_id: str = typer.Argument(..., help="Trial id, as `passhat trials` lists it."),
+    output: str = typer.Option("table", "--output", "-o", help="table (the transcript) or json (one object, as a line of `export --format jsonl`)."),
+) -> None:
     """Print a trial's transcript: messages, tool calls and results, the score breakdown."""
 
     def body() -> None:
+        import json
+
         from passhat.cli.render import transcript
         from passhat.infra.store import Store
 
+        _check_output(output)
         store = Store()
         trial = store.get_trial(trial_id)
         if trial is None:
             fail(f"no trial '{trial_id}'; `passhat trials RUN` lists a run's trial ids")
+        if output == "json":
+            from passhat.cli.exchange import jsonl_line
+
+            print(json.dumps({**jsonl_line(trial.run_id, trial, store.steps(trial_id)),
+                              "attempts": trial.attempts, "n_steps": trial.n_steps}))
+            return
         transcript(trial, store.steps(trial_id), out_console)
 
     _guard(body)
@@ -496,10 +785,10 @@ def import_(
 @app.command()
 def domains() -> None:
     """List the domains and how many tasks each has."""
-    from passhat.domains.registry import domain_names, get_domain
+    from passhat.domains.registry import domain_names, task_count
 
     for name in domain_names():
-        print(f"{name}\t{len(get_domain(name).task_ids())} tasks")
+        print(f"{name}\t{task_count(name)} tasks")
 
 
 @app.command()
@@ -527,42 +816,51 @@ def tasks(domain: str = typer.Argument(..., help="Domain name.")) -> None:
 def worker(
     processes: int = typer.Option(1, "--processes", "-p", help="Worker processes to run on this machine (one process uses one core)."),
     max_concurrent_activities: int = typer.Option(MAX_CONCURRENT_ACTIVITIES, help="Activities each worker process runs at once."),
+    rate_limit: list[str] = typer.Option([], "--rate-limit", metavar="PROVIDER=N/min", help="Serve a capped provider's task queue at this rate; every worker of a run started with --rate-limit must be given the same caps."),
 ) -> None:
     """Run a standalone worker on the passhat task queue (Ctrl-C to stop)."""
 
-    async def serve() -> None:
+    async def serve(limits) -> None:  # noqa: ANN001
         from passhat.infra.store import Store
         from passhat.infra.temporal_server import connect
         from passhat.cli.worker import build_worker
+        from passhat.contracts import provider_task_queue
 
         client = await connect()
-        w = build_worker(client, Store(), max_concurrent_activities=max_concurrent_activities)
-        err_console.print("passhat worker polling task queue 'passhat'")
+        w = build_worker(client, Store(), max_concurrent_activities=max_concurrent_activities,
+                         provider_limits=limits)
+        queues = ["passhat", *(provider_task_queue(p) for p in sorted(limits))]
+        err_console.print(f"passhat worker polling task queue(s) {', '.join(queues)}")
         await w.run()
 
     def body() -> None:
-        from passhat.cli.launch import UserInputError
+        from passhat.cli.launch import UserInputError, parse_provider_limits, provider_limit_args
         from passhat.cli.worker import end_with_parent, worker_processes
 
         if processes < 1:
             raise UserInputError(f"--processes must be at least 1, got {processes}")
+        limits = parse_provider_limits(rate_limit)
         end_with_parent()
         # This process is one of the workers; the others are its children.
-        with worker_processes(processes - 1, max_concurrent_activities=max_concurrent_activities):
-            asyncio.run(serve())
+        with worker_processes(processes - 1, max_concurrent_activities=max_concurrent_activities,
+                              worker_args=provider_limit_args(limits)):
+            asyncio.run(serve(limits))
 
     _guard(body)
 
 
 @server_app.command("start")
-def server_start() -> None:
-    """Start the embedded Temporal dev server (or report the running one)."""
+def server_start(
+    port: Optional[int] = typer.Option(None, "--port", envvar="PASSHAT_TEMPORAL_PORT", show_default="7233", help="gRPC port of the server (PASSHAT_TEMPORAL_PORT sets it for every command that starts the server)."),
+    ui_port: Optional[int] = typer.Option(None, "--ui-port", envvar="PASSHAT_UI_PORT", show_default="8233", help="Port of its web UI (PASSHAT_UI_PORT)."),
+) -> None:
+    """Start the embedded Temporal dev server (or report the running one, on its ports)."""
 
     def body() -> None:
         from passhat.infra import settings
         from passhat.infra.temporal_server import EmbeddedServer
 
-        server = asyncio.run(EmbeddedServer(settings.home()).ensure_running())
+        server = asyncio.run(EmbeddedServer(settings.home(), port=port, ui_port=ui_port).ensure_running())
         out_console.print(f"Temporal dev server at {server.address}\nWeb UI: {server.ui_url}")
 
     _guard(body)
@@ -574,7 +872,7 @@ def server_stop() -> None:
     from passhat.infra import settings
     from passhat.infra.temporal_server import EmbeddedServer
 
-    stopped = EmbeddedServer(settings.home()).stop()
+    stopped = _guard(lambda: EmbeddedServer(settings.home()).stop())
     out_console.print("stopped" if stopped else "not running")
 
 
@@ -584,7 +882,7 @@ def server_status() -> None:
     from passhat.infra import settings
     from passhat.infra.temporal_server import EmbeddedServer
 
-    st = EmbeddedServer(settings.home()).status()
+    st = _guard(lambda: EmbeddedServer(settings.home()).status())
     if st.running:
         out_console.print(f"running (pid {st.pid}) at {st.address}\nWeb UI: {st.ui_url}")
     else:
@@ -601,9 +899,8 @@ def main() -> None:
         app()
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-    from passhat.infra import tracing
-
-    tracing.shutdown()
+    if "passhat.infra.tracing" in sys.modules:  # importing it costs a quarter second
+        sys.modules["passhat.infra.tracing"].shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -19,7 +19,7 @@ from temporalio.worker import Worker
 
 from passhat.activities.conversation import ConversationActivities
 from passhat.activities.results import ResultActivities
-from passhat.contracts import TASK_QUEUE
+from passhat.contracts import TASK_QUEUE, ProviderLimit, provider_task_queue
 from passhat.infra import settings
 from passhat.infra.store import Store
 from passhat.workflows.run import RunWorkflow
@@ -29,13 +29,34 @@ from passhat.workflows.trial import TrialWorkflow
 WORKFLOWS = [RunWorkflow, TaskWorkflow, TrialWorkflow]
 
 
+class WorkerGroup:
+    """The run's worker and, for each capped provider, a worker on that provider's task
+    queue: started, run and stopped together, like one temporalio Worker."""
+
+    def __init__(self, workers: list[Worker]):
+        self.workers = workers
+
+    async def __aenter__(self) -> "WorkerGroup":
+        for w in self.workers:
+            await w.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for w in reversed(self.workers):
+            await w.__aexit__(*exc)
+
+    async def run(self) -> None:
+        await asyncio.gather(*(w.run() for w in self.workers))
+
+
 def build_worker(
     client: Client,
     store: Store,
     *,
     task_queue: str = TASK_QUEUE,
     max_concurrent_activities: int = 64,
-) -> Worker:
+    provider_limits: dict[str, ProviderLimit] | None = None,
+) -> WorkerGroup:
     conversation = ConversationActivities(store)
     results = ResultActivities(store)
     # The model-call activities run on the event loop and do their store and prompt work
@@ -44,13 +65,13 @@ def build_worker(
     asyncio.get_running_loop().set_default_executor(
         ThreadPoolExecutor(max_workers=max_concurrent_activities, thread_name_prefix="passhat-async")
     )
-    return Worker(
+    model_calls = [conversation.agent_turn, conversation.user_turn]
+    workers = [Worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
         activities=[
-            conversation.agent_turn,
-            conversation.user_turn,
+            *model_calls,
             conversation.tool_turn,
             results.open_trial,
             results.recorded_steps,
@@ -60,11 +81,26 @@ def build_worker(
             results.record_task,
             results.summarize_run,
             results.close_run,
+            results.run_cost,
+            results.close_run_over_budget,
         ],
         # Tool execution, scoring and store writes are synchronous: they run in threads.
         activity_executor=ThreadPoolExecutor(max_workers=max_concurrent_activities),
         max_concurrent_activities=max_concurrent_activities,
-    )
+    )]
+    for provider, limit in sorted((provider_limits or {}).items()):
+        workers.append(Worker(
+            client,
+            task_queue=provider_task_queue(provider),
+            activities=model_calls,
+            max_concurrent_activities=max_concurrent_activities,
+            # Sent with every poll; the server holds the queue to it whichever worker
+            # polls, so the cap is the run's, not this process's.
+            max_task_queue_activities_per_second=(
+                limit.per_minute / 60 if limit.per_minute is not None else None
+            ),
+        ))
+    return WorkerGroup(workers)
 
 
 # ---------------------------------------------------------------------------------------
@@ -82,10 +118,13 @@ def default_process_count() -> int:
     return os.cpu_count() or 1
 
 
-def start_worker_processes(n: int, *, max_concurrent_activities: int) -> list[subprocess.Popen]:
-    """Start n `passhat worker` processes on the default task queue. They inherit this
-    process's environment (results store, Temporal address, provider keys) and end
-    with it. Their output goes to worker-<pid>.log files in PASSHAT_HOME/logs."""
+def start_worker_processes(
+    n: int, *, max_concurrent_activities: int, worker_args: list[str] | None = None
+) -> list[subprocess.Popen]:
+    """Start n `passhat worker` processes on the default task queue, with worker_args
+    (the run's provider caps) added to their command line. They inherit this process's
+    environment (results store, Temporal address, provider keys) and end with it. Their
+    output goes to worker-<pid>.log files in PASSHAT_HOME/logs."""
     logs = settings.home() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, PARENT_PID_ENV: str(os.getpid())}
@@ -95,7 +134,7 @@ def start_worker_processes(n: int, *, max_concurrent_activities: int) -> list[su
         with log:
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "passhat.cli.main", "worker",
-                 "--max-concurrent-activities", str(max_concurrent_activities)],
+                 "--max-concurrent-activities", str(max_concurrent_activities), *(worker_args or [])],
                 env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             ))
     return procs
@@ -116,8 +155,12 @@ def stop_worker_processes(procs: list[subprocess.Popen], grace_s: float = 10.0) 
 
 
 @contextmanager
-def worker_processes(n: int, *, max_concurrent_activities: int) -> Iterator[list[subprocess.Popen]]:
-    procs = start_worker_processes(n, max_concurrent_activities=max_concurrent_activities) if n > 0 else []
+def worker_processes(
+    n: int, *, max_concurrent_activities: int, worker_args: list[str] | None = None
+) -> Iterator[list[subprocess.Popen]]:
+    procs = start_worker_processes(
+        n, max_concurrent_activities=max_concurrent_activities, worker_args=worker_args
+    ) if n > 0 else []
     try:
         yield procs
     finally:

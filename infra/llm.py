@@ -117,11 +117,6 @@ def parse_reply(response: Any, role: Perspective) -> tuple[Message, str | None]:
     return message, getattr(choice, "finish_reason", None)
 
 
-def provider_of(model: str) -> str:
-    """The provider part of a litellm model string (gen_ai.provider.name in traces)."""
-    return model.split("/", 1)[0] if "/" in model else "openai"
-
-
 def _usage(response: Any) -> tuple[int, int]:
     usage = getattr(response, "usage", None)
     if usage is None:

@@ -17,6 +17,7 @@ import json
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,10 @@ from passhat.contracts import (
 )
 from passhat.infra import settings
 
-RUN_STATUSES = ("running", "completed", "cancelled", "failed", "imported")
+RUN_STATUSES = ("running", "completed", "cancelled", "failed", "imported", "budget_exhausted")
+# A run that stopped starting conversations once its recorded cost reached its budget
+# (RunConfig.max_cost); `passhat resume RUN --max-cost USD` continues it.
+RUN_BUDGET_EXHAUSTED = "budget_exhausted"
 # A run loaded from results files (`passhat import`): it has no workflows.
 RUN_IMPORTED = "imported"
 # Key in an imported run's config_json (beside RunConfig's fields, which ignore it)
@@ -217,6 +221,17 @@ _TABLES = [
 ]
 
 
+@dataclass(frozen=True)
+class RunProgress:
+    done: int  # trials finished: scored or not evaluable
+    total: int
+    pass1: float | None  # over the scored trials so far
+    not_evaluable: int
+    cost: float  # USD, every recorded model call of the run
+    # Attempts summed over the not-evaluable trials: it moves when one fails again.
+    not_evaluable_attempts: int = 0
+
+
 def step_id(trial_id: str, step: int) -> str:
     return f"{trial_id}#{step}"
 
@@ -237,6 +252,26 @@ def _add_missing_columns(conn: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------
+
+
+def _config_differences(stored_json: str, new: RunConfig) -> list[str]:
+    """The fields of the run's identity (RunConfig.fingerprint) on which `new` differs
+    from the stored configuration, each with both values when they are short."""
+    try:
+        stored = RunConfig.model_validate_json(stored_json)
+    except ValueError:
+        return []
+    out = []
+    for name in RunConfig.model_fields:
+        theirs, ours = getattr(stored, name), getattr(new, name)
+        if theirs == ours or stored.model_copy(update={name: ours}).fingerprint() == stored.fingerprint():
+            continue  # equal, or a setting that is not part of the identity
+        shown = [v if isinstance(v, str) else json.dumps(v, default=str) for v in (theirs, ours)]
+        if max(map(len, shown)) <= 40:
+            out.append(f"{name}: {shown[0]} in the run, {shown[1]} now")
+        else:
+            out.append(f"{name} differs")
+    return out
 
 
 class Store:
@@ -371,12 +406,48 @@ class Store:
             )
             row = s.get(RunRow, config.run_id)
         assert row is not None
-        if row.fingerprint != fingerprint:
-            raise ConfigMismatchError(
-                f"run {config.run_id!r} already exists with a different configuration; "
-                "resume it with the same settings, or use a new --run-id"
-            )
+        self._same_experiment(row, config)
         return row
+
+    def check_config(self, config: RunConfig) -> RunRow | None:
+        """The run recorded under config's id, if any, without writing anything; refuse
+        a different configuration under that id as create_run would."""
+        row = self.get_run(config.run_id)
+        if row is not None:
+            self._same_experiment(row, config)
+        return row
+
+    @staticmethod
+    def _same_experiment(row: RunRow, config: RunConfig) -> None:
+        if row.fingerprint != config.fingerprint():
+            differ = _config_differences(row.config_json, config)
+            raise ConfigMismatchError(
+                f"run {config.run_id!r} already exists with a different configuration"
+                + (f" ({'; '.join(differ)})" if differ else "")
+                + "; resume it with the same settings, or use a new --run-id"
+            )
+
+    def set_run_budget(self, run_id: str, max_cost: float | None) -> None:
+        """Record a new budget in the run's stored configuration (it is not part of the
+        run's identity: resume may change it)."""
+        with self._session() as s:
+            row = s.get(RunRow, run_id)
+            if row is None:
+                raise NotFoundError(f"no run {run_id!r} in the results store")
+            body = json.loads(row.config_json)
+            body["max_cost"] = max_cost
+            row.config_json = json.dumps(body)
+            row.updated_at = _now()
+            s.add(row)
+
+    def run_cost(self, run_id: str) -> float:
+        """What the run has recorded spending, in USD: the cost of every model call
+        recorded in its steps, those of conversations still in flight included (a
+        finished trial's cost is the sum of its steps')."""
+        with self._session(read_only=True) as s:
+            return float(s.exec(
+                select(func.coalesce(func.sum(StepRow.cost), 0.0)).where(StepRow.run_id == run_id)
+            ).one())
 
     def get_run(self, run_id: str) -> RunRow | None:
         with self._session(read_only=True) as s:
@@ -689,17 +760,23 @@ class Store:
 
     def progress(self, run_id: str) -> tuple[int, int, float | None]:
         """(finished trials, total trials, pass^1 over the scored ones so far)."""
+        p = self.run_progress(run_id)
+        return p.done, p.total, p.pass1
+
+    def run_progress(self, run_id: str) -> RunProgress:
+        """Where a run stands: finished and total trials, pass^1 over the scored ones,
+        trials not evaluable, and what every model call recorded so far cost."""
         with self._session(read_only=True) as s:
             run = s.get(RunRow, run_id)
             if run is None:
                 raise NotFoundError(f"no run {run_id!r} in the results store")
-            counts = dict(
-                s.exec(
-                    select(TrialRow.status, func.count())
-                    .where(TrialRow.run_id == run_id)
-                    .group_by(TrialRow.status)
-                ).all()
-            )
+            by_status = s.exec(
+                select(TrialRow.status, func.count(), func.sum(TrialRow.attempts))
+                .where(TrialRow.run_id == run_id)
+                .group_by(TrialRow.status)
+            ).all()
+            counts = {status: n for status, n, _ in by_status}
+            attempts = {status: int(a or 0) for status, _, a in by_status}
             successes = s.exec(
                 select(func.count())
                 .select_from(TrialRow)
@@ -709,9 +786,19 @@ class Store:
                     col(TrialRow.success).is_(True),
                 )
             ).one()
+            cost = s.exec(
+                select(func.coalesce(func.sum(StepRow.cost), 0.0)).where(StepRow.run_id == run_id)
+            ).one()
         scored = counts.get(TRIAL_SCORED, 0)
-        done = scored + counts.get(TRIAL_NOT_EVALUABLE, 0)
-        return done, run.total_trials, (successes / scored if scored else None)
+        not_evaluable = counts.get(TRIAL_NOT_EVALUABLE, 0)
+        return RunProgress(
+            done=scored + not_evaluable,
+            total=run.total_trials,
+            pass1=successes / scored if scored else None,
+            not_evaluable=not_evaluable,
+            cost=float(cost),
+            not_evaluable_attempts=attempts.get(TRIAL_NOT_EVALUABLE, 0),
+        )
 
     # ---- export and import ------------------------------------------------------------
 

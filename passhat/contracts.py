@@ -141,6 +141,28 @@ class RetryConfig(BaseModel):
     bookkeeping_for_s: float = 600.0
 
 
+# ---- provider rate caps ------------------------------------------------------------------
+
+
+def provider_of(model: str) -> str:
+    """The provider part of a litellm model string ("openai/gpt-4.1" -> "openai"); a bare
+    model name is litellm's default provider, openai."""
+    return model.split("/", 1)[0] if "/" in model else "openai"
+
+
+def provider_task_queue(provider: str) -> str:
+    """The task queue a capped provider's model calls are scheduled on. The Temporal
+    server dispatches a queue's activities no faster than the rate its workers ask for,
+    whichever worker polls: one limit for every worker on every machine."""
+    return f"{TASK_QUEUE}-provider-{provider}"
+
+
+class ProviderLimit(BaseModel):
+    """A cap on one provider's model calls, over all the workers of a run."""
+
+    per_minute: float | None = None  # calls started per minute
+
+
 class TrialSettings(BaseModel):
     """How every conversation of a run is held. The run, each of its tasks and each trial
     carry the same values; they are declared here once."""
@@ -155,6 +177,14 @@ class TrialSettings(BaseModel):
     # conversation as agent_error instead.
     lenient_tool_arguments: bool = False
     retry: RetryConfig = Field(default_factory=RetryConfig)
+    # Provider -> its cap. A capped provider's calls go to its own task queue.
+    provider_limits: dict[str, ProviderLimit] = Field(default_factory=dict)
+
+    def model_queue(self, model: str) -> str | None:
+        """The task queue of a model's calls: its provider's, when the provider is capped;
+        None for the run's own queue."""
+        provider = provider_of(model)
+        return provider_task_queue(provider) if provider in self.provider_limits else None
 
     def departures(self) -> list[str]:
         """How these settings depart from tau2's rules, in words for report headers."""
@@ -175,12 +205,26 @@ class RunConfig(TrialSettings):
     # tau2's --seed: trial t of every task sends the provider trial_seeds(seed, k)[t].
     seed: int = DEFAULT_SEED
     concurrency: int = 8
+    # Per agent model, the litellm args of its calls when the models have their own (a
+    # sweep config gives each model its args); a model not named here uses agent_args.
+    agent_model_args: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Budget in USD: once the run's recorded cost reaches it, no new conversation starts.
+    max_cost: float | None = None
 
     def fingerprint(self) -> str:
         """Identity of the experiment, used to refuse a different config under one run id.
-        Concurrency and retry settings change how it runs, not what it measures."""
-        body = self.model_dump(mode="json", exclude={"concurrency", "retry"})
+        Concurrency, retry settings, provider caps and the budget change how it runs, not
+        what it measures. Per-model args count only when a run has them, so a run stored
+        before they existed keeps its fingerprint."""
+        exclude = {"concurrency", "retry", "provider_limits", "max_cost"}
+        if not self.agent_model_args:
+            exclude.add("agent_model_args")
+        body = self.model_dump(mode="json", exclude=exclude)
         return stable_hash(json.dumps(body, sort_keys=True))
+
+    def agent_args_for(self, model: str) -> dict[str, Any]:
+        """The litellm args of one agent model's calls."""
+        return self.agent_model_args.get(model, self.agent_args)
 
     def units(self) -> list["TaskUnit"]:
         """Every (agent model, domain, task) of the run, in a stable order."""
@@ -188,7 +232,7 @@ class RunConfig(TrialSettings):
         seeds = trial_seeds(self.seed, self.trials)
         return [
             TaskUnit(
-                **settings,
+                **{**settings, "agent_args": self.agent_args_for(model)},
                 run_id=self.run_id,
                 agent_model=model,
                 domain=domain,
@@ -257,6 +301,9 @@ class StepResult(BaseModel):
     step: int
     role: str  # "assistant" | "user" | "tool"
     is_tool_call: bool = False
+    # The tools a tool-call step asks for, in order (named in the Temporal UI's summary
+    # of the tool step that runs them).
+    tool_names: list[str] = Field(default_factory=list)
     is_stop: bool = False
     tool_errors: int = 0
     # The class of a model failure that ends the conversation (INVALID_TOOL_ARGUMENTS,

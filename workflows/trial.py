@@ -27,6 +27,7 @@ class Turns:
         self.spec = spec
         self.to_role = "user"  # after the agent's greeting, the user speaks
         self.caller = "assistant"  # who made the pending tool calls
+        self.pending_tools: list[str] = []  # their tool names, for the tool step's summary
         self.steps = 0
         self.errors = 0
         self.termination_reason: str | None = None
@@ -64,6 +65,7 @@ class Turns:
             self.to_role = "assistant"
         elif r.is_tool_call:
             self.caller, self.to_role = r.role, "env"
+            self.pending_tools = r.tool_names
         else:
             self.to_role = "user" if r.role == "assistant" else "assistant"
 
@@ -112,7 +114,7 @@ class TrialWorkflow:
                 turns.apply(result)
             step = len(recorded)
             while turns.termination_reason is None:
-                turns.apply(await self._step(spec, turns.to_role, step))
+                turns.apply(await self._step(spec, turns.to_role, step, turns.pending_tools))
                 step += 1
             return await workflow.execute_activity_method(
                 ResultActivities.score_trial,
@@ -139,20 +141,36 @@ class TrialWorkflow:
                 **options,
             )
 
-    async def _step(self, spec: TrialSpec, to_role: str, step: int) -> StepResult:
+    async def _step(self, spec: TrialSpec, to_role: str, step: int, tools: list[str]) -> StepResult:
         ref = StepRef(trial=spec, step=step)
         if to_role == "env":
             return await workflow.execute_activity_method(
                 ConversationActivities.tool_turn, ref, **bookkeeping(spec.retry),
-                summary=f"tools, step {step}",
+                summary=tool_summary(tools, step),
             )
+        # A capped provider's calls go to its own task queue, where the Temporal server
+        # holds them to the cap for every worker.
         options = model_call(spec.retry)
         if to_role == "assistant":
             return await workflow.execute_activity_method(
                 ConversationActivities.agent_turn, ref, **options,
+                task_queue=spec.model_queue(spec.agent_model),
                 summary=f"agent {spec.agent_model}, step {step}",
             )
         return await workflow.execute_activity_method(
             ConversationActivities.user_turn, ref, **options,
+            task_queue=spec.model_queue(spec.user_model),
             summary=f"user {spec.user_model}, step {step}",
         )
+
+
+def tool_summary(tools: list[str], step: int, limit: int = 200) -> str:
+    """The Temporal UI's line for a tool step: the tools it runs, in the order called
+    ("tools: get_reservation_details, update_reservation_flights, step 9"). Built from
+    the step result that asked for them, so a replay builds the same line."""
+    if not tools:  # a step recorded before tool names were (histories of older runs)
+        return f"tools, step {step}"
+    names = ", ".join(dict.fromkeys(tools))
+    if len(names) > limit:
+        names = names[: limit - 3].rsplit(",", 1)[0] + ", ..."
+    return f"tools: {names}, step {step}"
