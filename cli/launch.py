@@ -100,9 +100,11 @@ def parse_duration(value: str | float, option: str) -> float:
 _RATE_UNITS = {"s": 60.0, "sec": 60.0, "min": 1.0, "m": 1.0, "h": 1 / 60, "hour": 1 / 60}
 
 
-def parse_provider_limits(rate_limits: list[str], models: list[str] | None = None) -> dict[str, ProviderLimit]:
-    """Provider caps from `--rate-limit PROVIDER=N/min`. With `models`, a provider none of
-    them uses is refused: the cap would hold nothing."""
+def parse_provider_limits(
+    rate_limits: list[str], max_concurrent: list[str] | None = None, models: list[str] | None = None
+) -> dict[str, ProviderLimit]:
+    """Provider caps from `--rate-limit PROVIDER=N/min` and `--max-concurrent PROVIDER=N`.
+    With `models`, a provider none of them uses is refused: the cap would hold nothing."""
     limits: dict[str, ProviderLimit] = {}
     for text in rate_limits:
         match = re.fullmatch(r"\s*([\w.-]+)\s*=\s*(\d+(?:\.\d+)?)\s*/\s*(s|sec|m|min|h|hour)\s*", text)
@@ -110,7 +112,13 @@ def parse_provider_limits(rate_limits: list[str], models: list[str] | None = Non
             raise UserInputError(
                 f"--rate-limit must be PROVIDER=N/min (or N/s, N/h) with N > 0, e.g. openai=60/min; got '{text}'"
             )
-        limits[match.group(1)] = ProviderLimit(per_minute=float(match.group(2)) * _RATE_UNITS[match.group(3)])
+        limits.setdefault(match.group(1), ProviderLimit()).per_minute = (
+            float(match.group(2)) * _RATE_UNITS[match.group(3)])
+    for text in max_concurrent or []:
+        match = re.fullmatch(r"\s*([\w.-]+)\s*=\s*(\d+)\s*", text)
+        if not match or int(match.group(2)) < 1:
+            raise UserInputError(f"--max-concurrent must be PROVIDER=N with N >= 1, e.g. openai=8; got '{text}'")
+        limits.setdefault(match.group(1), ProviderLimit()).max_concurrent = int(match.group(2))
     if models is not None:
         used = sorted({provider_of(m) for m in models})
         for provider in limits:
@@ -162,13 +170,14 @@ def build_config(
     agent_model_args: dict[str, dict[str, Any]] | None = None,
     max_cost: float | None = None,
     rate_limits: list[str] | None = None,
+    max_concurrent: list[str] | None = None,
 ) -> RunConfig:
     """A validated RunConfig. `task_ids` is one list for every domain, or per domain (a
     sweep config's tasks; a domain it does not name runs every task). `agent_args` /
     `user_args` are JSON text (the options) or already parsed (a sweep config);
     `agent_model_args` gives agent models args of their own, which replace agent_args for
     them. `limit` (demo's --tasks) takes the first tasks of each domain. `rate_limits`
-    are `--rate-limit` values."""
+    and `max_concurrent` are `--rate-limit` and `--max-concurrent` values."""
     from passhat.domains.base import UnknownDomainError
     from passhat.domains.registry import get_domain
     from passhat.domains.task_file import TaskFileError, custom_domain_name, split_domain_name
@@ -211,7 +220,7 @@ def build_config(
     for model in agent_models:
         check_model(model, "--agent-model")
     check_model(user_model, "--user-model")
-    provider_limits = parse_provider_limits(rate_limits or [], models=[*agent_models, user_model])
+    provider_limits = parse_provider_limits(rate_limits or [], max_concurrent, models=[*agent_models, user_model])
     per_domain: dict[str, list[str]] = {}
     for domain_name in dict.fromkeys(domains):
         try:

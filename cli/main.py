@@ -184,6 +184,7 @@ def run(
     detach: bool = typer.Option(False, "--detach", help="Start the run and return; a `passhat worker` must be running."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Worker processes this command runs for the run (one process uses one core); default: the machine's cores."),
     rate_limit: list[str] = typer.Option([], "--rate-limit", metavar="PROVIDER=N/min", help="Cap a provider's model calls per minute (repeat per provider; also N/s, N/h), for every worker of the run: enforced by the Temporal server on the provider's own task queue."),
+    max_concurrent: list[str] = typer.Option([], "--max-concurrent", metavar="PROVIDER=N", help="Cap a provider's model calls in flight (repeat per provider), over every worker of the run: the run workflow starts no more conversations that call it."),
     output: str = typer.Option("table", "--output", "-o", help="table or json (json prints exactly one JSON object)."),
 ) -> None:
     """Evaluate agent models on tau2 domains and report pass^k."""
@@ -192,7 +193,7 @@ def run(
         trials=trials, concurrency=concurrency, run_id=run_id, agent_args=agent_args,
         user_args=user_args, max_steps=max_steps, max_errors=max_errors,
         max_attempts=max_attempts, model_timeout=model_timeout, retry_for=retry_for, detach=detach,
-        output=output, limit=None, workers=workers, rate_limits=rate_limit,
+        output=output, limit=None, workers=workers, rate_limits=rate_limit, max_concurrent=max_concurrent,
         task_file=task_file, seed=seed, lenient_tool_args=lenient_tool_args, max_cost=max_cost,
         yes=yes, sweep=config, given=_given_options(ctx), help_hint=f" — see `{ctx.command_path} --help`",
     ))
@@ -205,7 +206,7 @@ _BUILD_PARAMS = {
     "agent_args": "agent_args", "user_args": "user_args", "max_steps": "max_steps",
     "max_errors": "max_errors", "seed": "seed", "lenient_tool_args": "lenient_tool_args",
     "retry_for": "retry_for", "max_attempts": "max_attempts", "model_timeout": "model_timeout",
-    "max_cost": "max_cost", "rate_limit": "rate_limits",
+    "max_cost": "max_cost", "rate_limit": "rate_limits", "max_concurrent": "max_concurrent",
 }
 
 

@@ -46,6 +46,7 @@ KEYS = {
     "model_timeout": "model_timeout",
     "max_cost": "max_cost",
     "rate_limits": "rate_limits",
+    "max_concurrent": "max_concurrent",
     "lenient_tool_args": "lenient_tool_args",
 }
 MODEL_KEYS = ("model", "args")  # of each [[agents]] table and of [user]
@@ -84,7 +85,7 @@ def merge(sweep: Sweep | None, options: dict[str, Any], given: set[str]) -> dict
     agent's args, --user-args over the user's. --agent-model replaces the file's agents
     (their args too); --task or --task-file replace its tasks and task_file; the file's
     tasks for a domain (and its task_file) apply when that domain runs. With models from
-    the command line, the file's rate limits keep the providers those models call."""
+    the command line, the file's provider caps keep the providers those models call."""
     if sweep is None:
         return dict(options)
     file = sweep.values
@@ -97,10 +98,11 @@ def merge(sweep: Sweep | None, options: dict[str, Any], given: set[str]) -> dict
         out["agent_model_args"] = {m: {**args, **extra} for m, args in file["agent_model_args"].items()}
     if "user_args" in given and "user_args" in file:
         out["user_args"] = {**file["user_args"], **parse_json_object(options["user_args"], "--user-args")}
-    if "rate_limits" not in given and file.get("rate_limits") and {"agent_models", "user_model"} & given:
-        # Models from the command line: the file's caps on providers they do not call go.
-        used = {provider_of(m) for m in [*(out["agent_models"] or []), out["user_model"] or ""]}
-        out["rate_limits"] = [r for r in file["rate_limits"] if r.split("=", 1)[0] in used]
+    for caps in ("rate_limits", "max_concurrent"):
+        if caps not in given and file.get(caps) and {"agent_models", "user_model"} & given:
+            # Models from the command line: the file's caps on providers they do not call go.
+            used = {provider_of(m) for m in [*(out["agent_models"] or []), out["user_model"] or ""]}
+            out[caps] = [r for r in file[caps] if r.split("=", 1)[0] in used]
     if {"task_ids", "task_file"} & given:
         out["task_ids"], out["task_file"] = options["task_ids"], options["task_file"]
     elif "domains" in given:
@@ -209,6 +211,8 @@ class _Checker:
             return {key: self._duration(key, value)}
         if key == "rate_limits":
             return {key: self._rate_limits(value)}
+        if key == "max_concurrent":
+            return {key: self._max_concurrent(value)}
         if key in ("max_cost", "model_timeout"):
             if not _is_number(value):
                 self.fail(key, f"must be a number, got {_kind(value)}")
@@ -238,6 +242,15 @@ class _Checker:
                 self.fail(f"rate_limits.{provider}", f"must be a rate such as \"60/min\", \"2/s\" or \"1000/h\", got '{rate}'")
             out.append(option)
         return out
+
+    def _max_concurrent(self, value: Any) -> list[str]:
+        """`max_concurrent = { openai = 8 }`: as many `--max-concurrent` values."""
+        if not isinstance(value, dict):
+            self.fail("max_concurrent", f"must be a table such as {{ openai = 8 }}, got {_kind(value)}")
+        for provider, n in value.items():
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                self.fail(f"max_concurrent.{provider}", f"must be an integer of at least 1, got {n!r}")
+        return [f"{provider}={n}" for provider, n in value.items()]
 
     def _string(self, key: str, value: Any) -> str:
         if not isinstance(value, str):

@@ -89,6 +89,8 @@ def build_worker(
         max_concurrent_activities=max_concurrent_activities,
     )]
     for provider, limit in sorted((provider_limits or {}).items()):
+        if limit.per_minute is None:
+            continue  # calls in flight are capped by the run workflow, on the run's queue
         workers.append(Worker(
             client,
             task_queue=provider_task_queue(provider),
@@ -96,9 +98,7 @@ def build_worker(
             max_concurrent_activities=max_concurrent_activities,
             # Sent with every poll; the server holds the queue to it whichever worker
             # polls, so the cap is the run's, not this process's.
-            max_task_queue_activities_per_second=(
-                limit.per_minute / 60 if limit.per_minute is not None else None
-            ),
+            max_task_queue_activities_per_second=limit.per_minute / 60,
         ))
     return WorkerGroup(workers)
 

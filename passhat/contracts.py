@@ -161,6 +161,7 @@ class ProviderLimit(BaseModel):
     """A cap on one provider's model calls, over all the workers of a run."""
 
     per_minute: float | None = None  # calls started per minute
+    max_concurrent: int | None = None  # calls in flight at once
 
 
 class TrialSettings(BaseModel):
@@ -181,10 +182,22 @@ class TrialSettings(BaseModel):
     provider_limits: dict[str, ProviderLimit] = Field(default_factory=dict)
 
     def model_queue(self, model: str) -> str | None:
-        """The task queue of a model's calls: its provider's, when the provider is capped;
-        None for the run's own queue."""
+        """The task queue of a model's calls: its provider's, when the provider's calls
+        per minute are capped; None for the run's own queue."""
         provider = provider_of(model)
-        return provider_task_queue(provider) if provider in self.provider_limits else None
+        limit = self.provider_limits.get(provider)
+        return provider_task_queue(provider) if limit and limit.per_minute is not None else None
+
+    def concurrency_caps(self, agent_model: str) -> dict[str, int]:
+        """The providers a conversation of this agent model calls (agent and user side)
+        that cap their calls in flight, with the caps. A conversation calls its models one
+        at a time, so capping conversations in flight caps the calls in flight."""
+        providers = {provider_of(agent_model), provider_of(self.user_model)}
+        return {
+            p: limit.max_concurrent
+            for p, limit in sorted(self.provider_limits.items())
+            if p in providers and limit.max_concurrent is not None
+        }
 
     def departures(self) -> list[str]:
         """How these settings depart from tau2's rules, in words for report headers."""

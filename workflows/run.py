@@ -52,18 +52,29 @@ class RunWorkflow:
         # these checks (by a worker of an earlier passhat) replays without them.
         budgeted = config.max_cost is not None and workflow.patched(BUDGET_PATCH)
         over_budget = False
+        slots = ProviderSlots()
+        waiting = list(batch)
         try:
-            for unit in batch:
-                if len(pending) >= window:
+            while waiting:
+                # The first task in order whose capped providers have room: other
+                # providers' tasks go ahead of a capped one that must wait.
+                unit = next((u for u in waiting if slots.fit(u)), None)
+                if len(pending) >= window or (unit is None and pending):
                     done, _ = await workflow.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                     failed += _failures(done)
                     pending = [task for task in pending if task not in done]
+                    slots.release(done)
+                    continue
+                unit = unit or waiting[0]
                 if budgeted and await self._spent(config) >= config.max_cost:
                     # No new conversations; those in flight finish and are recorded.
                     workflow.logger.info("run %s reached its budget of %s USD", config.run_id, config.max_cost)
                     over_budget = True
                     break
-                pending.append(asyncio.create_task(self._task(unit)))
+                waiting.remove(unit)
+                task = asyncio.create_task(self._task(unit))
+                pending.append(task)
+                slots.take(task, unit)
             if pending:
                 done, _ = await workflow.wait(pending)
                 failed += _failures(done)
@@ -119,6 +130,37 @@ class RunWorkflow:
             workflow.logger.warning("task %s failed: %s", unit.task_workflow_id, err.cause or err)
             return unit.task_workflow_id
         return None
+
+
+class ProviderSlots:
+    """Conversations in flight per provider that caps its calls in flight
+    (`--max-concurrent`), over the whole run: this workflow starts every task, whichever
+    worker runs it. A task takes as many slots as it runs conversations at once (its k
+    trials, or fewer when the cap is below k: TaskWorkflow then runs them in turn)."""
+
+    def __init__(self) -> None:
+        self.in_flight: dict[str, int] = {}
+        self.held: dict[asyncio.Task, dict[str, int]] = {}
+
+    @staticmethod
+    def needs(unit: TaskUnit) -> dict[str, int]:
+        caps = unit.concurrency_caps(unit.agent_model)
+        at_once = min([unit.trials, *caps.values()])
+        return {provider: at_once for provider in caps}
+
+    def fit(self, unit: TaskUnit) -> bool:
+        caps = unit.concurrency_caps(unit.agent_model)
+        return all(self.in_flight.get(p, 0) + n <= caps[p] for p, n in self.needs(unit).items())
+
+    def take(self, task: asyncio.Task, unit: TaskUnit) -> None:
+        self.held[task] = self.needs(unit)
+        for provider, n in self.held[task].items():
+            self.in_flight[provider] = self.in_flight.get(provider, 0) + n
+
+    def release(self, done) -> None:  # noqa: ANN001 - tasks that finished
+        for task in done:
+            for provider, n in self.held.pop(task, {}).items():
+                self.in_flight[provider] -= n
 
 
 def _failures(done) -> list[str]:  # noqa: ANN001

@@ -12,7 +12,7 @@ from temporalio.exceptions import is_cancelled_exception
 with workflow.unsafe.imports_passed_through():
     from passhat import metrics
     from passhat.activities.results import ResultActivities
-    from passhat.contracts import TRIAL_RUNNING, TaskOutcome, TaskUnit, TrialOutcome
+    from passhat.contracts import TRIAL_RUNNING, TaskOutcome, TaskUnit, TrialOutcome, TrialSpec
     from passhat.infra import search_attributes as sa
     from passhat.workflows.activity_options import bookkeeping
     from passhat.workflows.trial import TrialWorkflow
@@ -34,19 +34,22 @@ class TaskWorkflow:
     @workflow.run
     async def run(self, unit: TaskUnit) -> TaskOutcome:
         trials = [unit.trial(i) for i in range(unit.trials)]
-        outcomes = await asyncio.gather(
-            *(
-                workflow.execute_child_workflow(
+        # All k at once, unless a provider the conversations call caps its calls in
+        # flight below k. Acquiring a free slot does not yield, so the trials start in
+        # the same order, in the same workflow task, as they always have.
+        slots = asyncio.Semaphore(min(unit.concurrency_caps(unit.agent_model).values(), default=len(trials)))
+
+        async def trial(spec: TrialSpec) -> TrialOutcome:
+            async with slots:
+                return await workflow.execute_child_workflow(
                     TrialWorkflow.run,
                     spec,
                     id=spec.trial_id,
                     search_attributes=trial_search_attributes(spec),
                     static_summary=f"{spec.agent_model} on {spec.domain} task {spec.task_id}, trial {spec.trial_index}",
                 )
-                for spec in trials
-            ),
-            return_exceptions=True,
-        )
+
+        outcomes = await asyncio.gather(*(trial(spec) for spec in trials), return_exceptions=True)
         # A trial workflow that failed was not evaluable (it recorded why): it is left
         # out of pass^k and never fails its siblings or the run.
         for result in outcomes:

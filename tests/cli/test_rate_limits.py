@@ -1,7 +1,10 @@
-"""Provider rate caps hold across every worker process: `passhat run --workers 3
+"""Provider caps hold across every worker process. `passhat run --workers 3
 --rate-limit openai=60/min` sends the openai model's calls to the provider's own task
 queue, which the Temporal server dispatches no faster than the cap whichever of the
 three processes polls; the other provider's calls stay on the run's queue, unthrottled.
+`--max-concurrent openai=1` has the run workflow start the openai conversations one at
+a time (fewer than a task's k trials: the task workflow runs them in turn), while the
+other provider's conversations run side by side.
 
 The loopback model server records when each request arrives, per model name: the capped
 agent model is `openai/oracle`, the uncapped one `hosted_vllm/noisy-1.0` (the same
@@ -10,6 +13,7 @@ scripted oracle under another provider and name).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import time
@@ -105,6 +109,46 @@ async def test_rate_cap_holds_over_three_worker_processes(fresh_temporal_server,
     assert queues == {CAPPED: {provider_task_queue("openai")}, FREE: {TASK_QUEUE}}, queues
 
 
+class InFlight:
+    """A responder that answers after `latency` seconds and notes, per model name, the
+    most requests it held at once."""
+
+    def __init__(self, inner: ScriptedResponder, latency: float):
+        self.inner, self.latency = inner, latency
+        self.now: dict[str, int] = defaultdict(int)
+        self.most: dict[str, int] = defaultdict(int)
+
+    async def __call__(self, body: dict) -> dict:
+        model = str(body.get("model"))
+        self.now[model] += 1
+        self.most[model] = max(self.most[model], self.now[model])
+        try:
+            await asyncio.sleep(self.latency)
+            return self.inner.answer(body)
+        finally:
+            self.now[model] -= 1
+
+
+async def test_max_concurrent_holds_over_three_worker_processes(fresh_temporal_server, tmp_path):
+    in_flight = InFlight(ScriptedResponder(["airline"]), latency=0.3)
+    with FaultServer(responder=in_flight) as srv:
+        args = json.dumps(http_args(srv.url))
+        ph = Passhat(home=tmp_path / "home", temporal_address=fresh_temporal_server.address)
+        proc = subprocess.run(
+            [str(PASSHAT), "run", "--domain", "airline", "--task", "1", "--task", "2", "--task", "8",
+             "--agent-model", CAPPED, "--agent-model", FREE, "--user-model", "scripted/oracle",
+             "--agent-args", args, "--trials", "2", "--concurrency", "12", "--workers", "3",
+             "--max-concurrent", "openai=1", "--run-id", "one-at-a-time", "--output", "json"],
+            env=ph.env(), capture_output=True, text=True, timeout=900,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        summary = json.loads(proc.stdout)
+        assert {r["agent_model"]: r["pass_hat_k"]["2"] for r in summary["results"]} == {CAPPED: 1.0, FREE: 1.0}
+    assert in_flight.most["oracle"] == 1, dict(in_flight.most)
+    # The other provider's six conversations were not held back: they overlapped.
+    assert in_flight.most["noisy-1.0"] > 1, dict(in_flight.most)
+
+
 def test_bad_caps_are_one_line_and_record_nothing(tmp_path):
     """A cap that cannot be read, or one on a provider no model of the run uses (a typo
     would otherwise cap nothing), is refused before anything is recorded or started."""
@@ -117,6 +161,13 @@ def test_bad_caps_are_one_line_and_record_nothing(tmp_path):
         ("openia=60/min", "no model of the run uses provider 'openia' (its models use: openai, scripted)"),
     ]:
         result = ph.cli(*run, "--rate-limit", cap)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.count("\n") == 1 and says in result.stderr, result.stderr
+    for cap, says in [
+        ("openai=0", "--max-concurrent must be PROVIDER=N with N >= 1"),
+        ("anthropic=4", "no model of the run uses provider 'anthropic'"),
+    ]:
+        result = ph.cli(*run, "--max-concurrent", cap)
         assert result.returncode == 2, result.stderr
         assert result.stderr.count("\n") == 1 and says in result.stderr, result.stderr
     assert ph.cli("runs").stdout.count("refused") == 0

@@ -27,6 +27,7 @@ max_steps = 50
 max_errors = 5
 retry_for = "2m"
 rate_limits = { openai = "2/s", anthropic = "600/h" }
+max_concurrent = { openai = 3 }
 max_attempts = 3
 model_timeout = 60
 max_cost = 2.5
@@ -56,7 +57,7 @@ DEFAULTS = dict(
     domains=[], task_ids=[], agent_models=[], user_model=None, trials=1, concurrency=8,
     run_id=None, agent_args=None, user_args=None, max_steps=200, max_errors=10, max_attempts=0,
     model_timeout=300.0, retry_for="15m", task_file=None, seed=300, lenient_tool_args=False,
-    max_cost=None, agent_model_args=None, rate_limits=[],
+    max_cost=None, agent_model_args=None, rate_limits=[], max_concurrent=[],
 )
 
 
@@ -72,7 +73,7 @@ def test_a_good_file_sets_every_key(tmp_path):
         "run_id": "sweep-1", "domains": ["airline", "retail"], "trials": 4, "seed": 7,
         "concurrency": 12, "max_steps": 50, "max_errors": 5, "retry_for": 120.0,
         "max_attempts": 3, "model_timeout": 60.0, "max_cost": 2.5, "lenient_tool_args": True,
-        "rate_limits": ["openai=2/s", "anthropic=600/h"],
+        "rate_limits": ["openai=2/s", "anthropic=600/h"], "max_concurrent": ["openai=3"],
         "task_ids": {"airline": ["0", "1"]},
         "user_model": "scripted/oracle", "user_args": {"temperature": 0.1},
         "agent_models": ["openai/gpt-4.1", "anthropic/claude-sonnet-4-5", "hosted_vllm/qwen"],
@@ -97,7 +98,8 @@ def test_a_good_file_sets_every_key(tmp_path):
     assert (config.trials, config.seed, config.concurrency, config.max_steps, config.max_errors,
             config.max_cost, config.lenient_tool_arguments) == (4, 7, 12, 50, 5, 2.5, True)
     assert (config.retry.retry_for_s, config.retry.max_attempts, config.retry.model_call_timeout_s) == (120.0, 3, 60.0)
-    assert {p: limit.per_minute for p, limit in config.provider_limits.items()} == {"openai": 120.0, "anthropic": 10.0}
+    assert {p: (limit.per_minute, limit.max_concurrent) for p, limit in config.provider_limits.items()} == {
+        "openai": (120.0, 3), "anthropic": (10.0, None)}
 
 
 def test_a_task_file_is_relative_to_the_config(tmp_path):
@@ -124,7 +126,9 @@ BAD = [
     ("toml-unclosed", 'domains = ["airline"\n', "end of file: invalid TOML:"),
     ("unknown-key", "k = 4\n" + BASE,
      "k: unknown key; known keys: agents, concurrency, domains, lenient_tool_args, max_attempts, "
-     "max_cost, max_errors, max_steps, model_timeout, rate_limits, retry_for, run_id, seed, task_file, tasks, trials, user"),
+     "max_concurrent, max_cost, max_errors, max_steps, model_timeout, rate_limits, retry_for, run_id, seed, task_file, tasks, trials, user"),
+    ("max-concurrent-zero", 'max_concurrent = { openai = 0 }\n' + BASE,
+     "max_concurrent.openai: must be an integer of at least 1, got 0"),
     ("rate-limit-not-a-rate", 'rate_limits = { openai = "fast" }\n' + BASE,
      'rate_limits.openai: must be a rate such as "60/min", "2/s" or "1000/h", got \'fast\''),
     ("unknown-agent-key", BASE + AGENT.replace("[[agents]]\n", "[[agents]]\ntemperature = 0\n").replace("oracle", "noisy-0.5"),

@@ -102,12 +102,14 @@ async def test_a_provider_outage_within_the_retry_window_is_ridden_out(client, s
 
 
 async def test_retries_stop_when_the_window_closes(client, sqlite_store):
+    # A window long enough for a few attempts even on a busy machine, where scheduling
+    # one can take seconds; attempts 0.2 s apart at most.
     with FaultServer(faults=lambda n, body: "503") as srv:
-        cfg = http_config(srv, trials=1, retry_for="3s")
+        cfg = http_config(srv, trials=1, retry_for="10s")
         cfg.retry.initial_interval_s = 0.05
         cfg.retry.max_interval_s = 0.2
         summary = await run_to_end(client, sqlite_store, cfg)
-        assert srv.received > 3  # retried within the window ...
+        assert srv.received >= 2  # retried within the window ...
     assert summary.results[0].evaluable == 0  # ... then given up: not evaluable
     [trial] = sqlite_store.trials(cfg.run_id)
     assert trial.status == "not_evaluable"
