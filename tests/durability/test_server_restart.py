@@ -23,6 +23,7 @@ import signal
 
 from temporalio.api.enums.v1 import EventType
 
+from passhat.infra.logs import LOG_NAME
 from passhat.infra.store import Store
 from passhat.infra.temporal_server import connect
 from passhat.testing.harness import (
@@ -43,6 +44,15 @@ from passhat.testing.scripted_http import http_args
 
 RUN_ID = "durability-server-restart"
 GAVE_UP = "Network error while completing activity"
+
+
+def diagnostics(ph) -> str:  # noqa: ANN001 - a Passhat
+    """What passhat processes logged (the SDK's warnings go to the log file, not the
+    console)."""
+    try:
+        return (ph.home / "logs" / LOG_NAME).read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 async def test_run_survives_server_sigkill_and_restart(fresh_temporal_server, passhat_procs, model_server, responder):
@@ -74,7 +84,7 @@ async def test_run_survives_server_sigkill_and_restart(fresh_temporal_server, pa
         held = await hold_still(client, config, responder)
         assert held > 0
         in_flight, recorded = responder.held_keys(), model_steps(store, RUN_ID)
-        log_offset = len(worker.output())
+        log_offset = len(diagnostics(ph))
 
         pid = server.status().pid
         os.kill(pid, signal.SIGKILL)
@@ -86,11 +96,11 @@ async def test_run_survives_server_sigkill_and_restart(fresh_temporal_server, pa
                     "the calls in flight to be recorded with the server down", 30)
         if outage == "long":
             # Until the SDK stops retrying the completion of every one of them.
-            await until(lambda: worker.output()[log_offset:].count(GAVE_UP) >= held,
+            await until(lambda: diagnostics(ph)[log_offset:].count(GAVE_UP) >= held,
                         "the worker to give up reporting the completions", 60)
         await server.start()  # same home, database file and ports
         assert (server.address, server.db_path) == (address, db) and worker.alive()
-        dropped_completions += worker.output()[log_offset:].count(GAVE_UP)
+        dropped_completions += diagnostics(ph)[log_offset:].count(GAVE_UP)
 
     summary = await run_result(client, RUN_ID, timeout=300)
     # The one worker process did all the work: it reconnected by itself twice.

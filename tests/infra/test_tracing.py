@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections import defaultdict
+from urllib.parse import quote
 
 from passhat.domains.registry import get_domain
 from passhat.domains import scripted
@@ -110,4 +111,4 @@ def test_one_trace_per_trial_with_genai_spans_and_the_failing_step(temporal_serv
     assert listing.returncode == 0, listing.stderr
     assert bad.trial_id in listing.stdout and good.trial_id not in listing.stdout
     assert f"/trace/{bad.trace_id}" in listing.stdout
-    assert "/namespaces/default/workflows?query=WorkflowId" in listing.stdout
+    assert f"/namespaces/default/workflows/{quote(bad.trial_id, safe='')}" in listing.stdout
