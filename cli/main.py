@@ -241,8 +241,7 @@ def _run_command(*, output: str, detach: bool, limit: int | None, workers: int |
     from passhat.cli import sweep_config
     from passhat.cli.launch import UserInputError, build_config
 
-    if output not in ("table", "json"):
-        raise UserInputError(f"--output must be 'table' or 'json', got '{output}'")
+    _check_output(output)
     if workers is not None and workers < 1:
         raise UserInputError(f"--workers must be at least 1, got {workers}")
     if given is not None:

@@ -372,14 +372,12 @@ def trial_views(store, run: RunReport, ui: str | None, namespace: str, jaeger: s
     """Every recorded trial of a run with its conversation and links. `ui` is the
     Temporal UI's base URL when it is known without starting anything (None for an
     imported run, which has no workflows)."""
-    from urllib.parse import quote
-
     from passhat.cli.render import trial_links
 
     steps = store.run_steps(run.run_id)
     views = []
     for row in store.trials(run.run_id):
-        _, jaeger_url = trial_links(row, None, namespace, jaeger)
+        temporal_url, jaeger_url = trial_links(row, None if run.imported else ui, namespace, jaeger)
         views.append(TrialView(
             trial_id=row.trial_id, run_id=row.run_id, agent_model=row.agent_model,
             domain=row.domain, task_id=row.task_id, trial_index=row.trial_index,
@@ -389,9 +387,7 @@ def trial_views(store, run: RunReport, ui: str | None, namespace: str, jaeger: s
             input_tokens=row.input_tokens, output_tokens=row.output_tokens,
             reward_info=row.reward_info(),
             messages=[m for s in steps.get(row.trial_id, []) for m in s.message_list()],
-            # The workflow itself (its id holds slashes, hence the encoding).
-            temporal_url=(f"{ui}/namespaces/{namespace}/workflows/{quote(row.trial_id, safe='')}"
-                          if ui and not run.imported else None),
+            temporal_url=None if temporal_url == "-" else temporal_url,
             jaeger_url=None if jaeger_url == "-" else jaeger_url,
         ))
     return views

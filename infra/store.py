@@ -274,6 +274,13 @@ def _config_differences(stored_json: str, new: RunConfig) -> list[str]:
     return out
 
 
+def _run_cost(s: Session, run_id: str) -> float:
+    """The cost of every model call a run's steps recorded (USD)."""
+    return float(s.exec(
+        select(func.coalesce(func.sum(StepRow.cost), 0.0)).where(StepRow.run_id == run_id)
+    ).one())
+
+
 class Store:
     def __init__(self, url: str | None = None) -> None:
         self.url = url or settings.db_url()
@@ -445,9 +452,7 @@ class Store:
         recorded in its steps, those of conversations still in flight included (a
         finished trial's cost is the sum of its steps')."""
         with self._session(read_only=True) as s:
-            return float(s.exec(
-                select(func.coalesce(func.sum(StepRow.cost), 0.0)).where(StepRow.run_id == run_id)
-            ).one())
+            return _run_cost(s, run_id)
 
     def get_run(self, run_id: str) -> RunRow | None:
         with self._session(read_only=True) as s:
@@ -786,9 +791,7 @@ class Store:
                     col(TrialRow.success).is_(True),
                 )
             ).one()
-            cost = s.exec(
-                select(func.coalesce(func.sum(StepRow.cost), 0.0)).where(StepRow.run_id == run_id)
-            ).one()
+            cost = _run_cost(s, run_id)
         scored = counts.get(TRIAL_SCORED, 0)
         not_evaluable = counts.get(TRIAL_NOT_EVALUABLE, 0)
         return RunProgress(
@@ -796,7 +799,7 @@ class Store:
             total=run.total_trials,
             pass1=successes / scored if scored else None,
             not_evaluable=not_evaluable,
-            cost=float(cost),
+            cost=cost,
             not_evaluable_attempts=attempts.get(TRIAL_NOT_EVALUABLE, 0),
         )
 
