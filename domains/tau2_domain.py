@@ -32,6 +32,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from passhat.contracts import GoldAction, Message, Score, TaskInfo, ToolCall  # noqa: E402
 from passhat.domains.base import UnknownDomainError, UnknownTaskError  # noqa: E402
+from passhat.domains.shared_db import SharedDatabase, kept, same_data  # noqa: E402
 
 TAU2_DOMAINS = ("airline", "retail", "telecom", "mock")
 
@@ -85,9 +86,10 @@ class Tau2Domain:
         self.tau2_name = name
         self._tasks = None if tasks is None else {task.id: task for task in tasks}
         self._sessions = _SessionCache(session_cache_size)
-        # task id -> gold database hashes (see _gold_hashes). Two threads may compute
-        # the same entry at once; both get the same value, so no lock is needed.
-        self._gold: dict[str, tuple[str, str | None]] = {}
+        # task id -> gold final databases, as shared_db.kept keeps them (see _gold_state).
+        # Two threads may compute the same entry at once; both get the same value, so no
+        # lock is needed.
+        self._gold: dict[str, tuple[Any, Any]] = {}
         self._user_prompts: dict[str, str] = {}
 
     # -- tasks and prompts -------------------------------------------------------------
@@ -290,7 +292,10 @@ class Tau2Domain:
             initialization_actions=init.initialization_actions if init else None,
             message_history=trajectory,
         )
-        db_match = self._gold_hashes(task) == (predicted.get_db_hash(), predicted.get_user_db_hash())
+        gold_db, gold_user_db = self._gold_state(task)
+        db_match = same_data(gold_db, predicted.tools.db) and same_data(
+            gold_user_db, predicted.user_tools.db if predicted.user_tools else None
+        )
         db_check = DBCheck(db_match=db_match, db_reward=1.0 if db_match else 0.0)
         assertions = []
         for assertion in criteria.env_assertions or []:
@@ -312,11 +317,11 @@ class Tau2Domain:
             reward_breakdown=breakdown,
         )
 
-    def _gold_hashes(self, task: Any) -> tuple[str, str | None]:
-        """Hashes of the agent and user databases after the task's gold actions, from
-        its initial state, computed once per task."""
-        hashes = self._gold.get(task.id)
-        if hashes is None:
+    def _gold_state(self, task: Any) -> tuple[Any, Any]:
+        """The agent and user databases after the task's gold actions, from its initial
+        state, computed once per task and kept as shared_db.kept keeps them."""
+        state = self._gold.get(task.id)
+        if state is None:
             init = task.initial_state
             gold = _data(self.tau2_name).new_environment()
             gold.set_state(
@@ -331,8 +336,10 @@ class Tau2Domain:
                     )
                 except Exception:  # noqa: BLE001
                     pass  # as in tau2: a gold action that fails leaves the state as it was
-            hashes = self._gold[task.id] = (gold.get_db_hash(), gold.get_user_db_hash())
-        return hashes
+            state = self._gold[task.id] = (
+                kept(gold.tools.db), kept(gold.user_tools.db if gold.user_tools else None)
+            )
+        return state
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -368,13 +375,8 @@ class _Tau2Data:
             None if self.user_tools is None else [tool.openai_schema for tool in self.user_tools]
         )
         self._agent_prompt: str | None = None
-        # Databases are kept as plain data: validating a dict into a new model is the
-        # fastest full copy measured (faster than deepcopy, model_copy or re-parsing JSON)
-        # and shares nothing mutable with the cache.
-        self._db_type = type(env.tools.db)
-        self._db = env.tools.db.model_dump()
-        self._user_db_type = type(env.user_tools.db) if env.user_tools else None
-        self._user_db = env.user_tools.db.model_dump() if env.user_tools else None
+        self._db = SharedDatabase(env.tools.db)
+        self._user_db = SharedDatabase(env.user_tools.db) if env.user_tools else None
 
         self.evaluator_domain = f"passhat-{name}"
         if self.evaluator_domain not in registry.get_domains():
@@ -390,9 +392,9 @@ class _Tau2Data:
     def new_environment(self, solo_mode: bool = False) -> Any:
         """tau2's environment for this domain, on a fresh copy of the cached database."""
         with _gc_paused():
-            kwargs: dict[str, Any] = {"db": self._db_type.model_validate(self._db)}
-            if self._user_db_type is not None:
-                kwargs["user_db"] = self._user_db_type.model_validate(self._user_db)
+            kwargs: dict[str, Any] = {"db": self._db.fresh()}
+            if self._user_db is not None:
+                kwargs["user_db"] = self._user_db.fresh()
             return self._construct(solo_mode=solo_mode, **kwargs)
 
 

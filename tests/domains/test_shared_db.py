@@ -1,0 +1,123 @@
+"""Databases over shared records give the data, and the verdicts, of tau2's full copies.
+
+tau2 copies the whole database for every environment and compares final states by
+hashing their JSON; passhat shares the records a conversation does not touch and compares
+the ones it did. These tests hold the two to the same answers on every airline and
+retail task, against tau2's own environments built from its data files.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from passhat.domains.registry import get_domain
+from passhat.domains.shared_db import CopyOnAccessTable, same_data
+from passhat.domains.tau2_domain import _data
+
+
+def tau2_gold_hash(name: str, task, plain_db: dict) -> str:  # noqa: ANN001 - a tau2 Task
+    """The hash tau2 computes for a task's gold final state, on an environment of tau2's
+    over a whole copy of the database (`plain_db`: as read from tau2's file)."""
+    from tau2.registry import registry
+
+    construct = registry.get_env_constructor(name)
+    env = construct(db=type(construct().tools.db).model_validate(plain_db))
+    init = task.initial_state
+    env.set_state(
+        initialization_data=init.initialization_data if init else None,
+        initialization_actions=init.initialization_actions if init else None,
+        message_history=(init.message_history or []) if init else [],
+    )
+    for action in task.evaluation_criteria.actions or []:
+        try:
+            env.make_tool_call(tool_name=action.name, requestor=action.requestor, **action.arguments)
+        except Exception:  # noqa: BLE001 - tau2's evaluator ignores a failing gold action
+            pass
+    return env.get_db_hash()
+
+
+@pytest.mark.parametrize("name", ["airline", "retail"])
+def test_gold_states_hash_and_compare_like_tau2s(name):
+    from tau2.utils.utils import get_dict_hash
+
+    from passhat.domains.tau2_domain import _gc_paused
+
+    with _gc_paused():  # hundreds of whole-database dumps: seconds of collector scans
+        _check_gold_states(name, get_dict_hash)
+
+
+def _check_gold_states(name: str, get_dict_hash) -> None:  # noqa: ANN001
+
+    from tau2.registry import registry
+
+    domain = get_domain(name)
+    tasks = [domain._tau2_task(task_id) for task_id in domain.task_ids()]
+    plain_db = registry.get_env_constructor(name)().tools.db.model_dump()
+    golds, hashes = [], []
+    for task in tasks:
+        gold_db, gold_user_db = domain._gold_state(task)
+        assert gold_user_db is None
+        # Built over shared tables, and holding tau2's data for the same actions.
+        assert isinstance(gold_db.users, CopyOnAccessTable)
+        hashes.append(tau2_gold_hash(name, task, plain_db))
+        assert get_dict_hash(gold_db.model_dump()) == hashes[-1], task.id
+        golds.append(gold_db)
+    # Every pair of final states: equal exactly when tau2's hashes are equal.
+    verdicts = {True: 0, False: 0}
+    for i, j in itertools.combinations(range(len(tasks)), 2):
+        same = same_data(golds[i], golds[j])
+        assert same == (hashes[i] == hashes[j]), (tasks[i].id, tasks[j].id)
+        verdicts[same] += 1
+    assert verdicts[True] and verdicts[False]  # both answers were exercised
+    # And each against the untouched initial state.
+    initial_hash = get_dict_hash(_data(name)._db.fresh().model_dump())
+    for gold, h in zip(golds, hashes):
+        assert same_data(gold, _data(name)._db.fresh()) == (h == initial_hash)
+
+
+def test_a_fresh_database_never_sees_another_ones_changes():
+    shared = _data("retail")._db
+    a, b = shared.fresh(), shared.fresh()
+    user_id, order_id = next(iter(a.users)), next(iter(a.orders))
+    before = b.model_dump()
+    # Every way of getting a record out hands out a copy of its own.
+    a.users[user_id].name.first_name = "Changed"
+    a.orders.get(order_id).status = "changed"
+    for _, product in a.products.items():
+        product.name = "changed"
+    for user in a.users.values():
+        user.address.zip = "00000"
+    a.orders.setdefault(order_id).items.clear()
+    assert b.model_dump() == before
+    assert shared.fresh().model_dump() == before
+    assert not same_data(a, b)
+    assert same_data(b, shared.fresh())
+
+
+def test_added_and_removed_records_count():
+    shared = _data("airline")._db
+    initial = shared.fresh()
+    some_id = next(iter(initial.reservations))
+
+    removed = shared.fresh()
+    del removed.reservations[some_id]
+    assert not same_data(removed, initial) and not same_data(initial, removed)
+
+    popped = shared.fresh()
+    record = popped.reservations.pop(some_id)
+    assert not same_data(popped, initial)
+    popped.reservations[some_id] = record  # put back unchanged
+    assert same_data(popped, initial) and same_data(initial, popped)
+
+    added = shared.fresh()
+    added.reservations["NEW001"] = record
+    assert not same_data(added, initial)
+    del added.reservations["NEW001"]
+    assert same_data(added, initial)
+
+    # Read but not changed: the same data.
+    read = shared.fresh()
+    _ = read.reservations[some_id].status
+    assert same_data(read, initial)
