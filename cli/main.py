@@ -252,10 +252,20 @@ def _run_command(*, output: str, detach: bool, limit: int | None, workers: int |
     _finish(_execute_here(config, detach=detach, output=output, workers=workers, preview=True, yes=yes), output)
 
 
-def _execute_here(config, **kwargs):  # noqa: ANN001, ANN003, ANN202
-    """Run _execute; Ctrl-C stops this process's worker, so say how to carry on."""
+def _execute_here(config, *, workers: int | None = None, **kwargs):  # noqa: ANN001, ANN003, ANN202
+    """Run _execute, with this process's worker and `workers - 1` more worker processes
+    (default: one per core; none with --detach); Ctrl-C stops them all, so say how to
+    carry on."""
+    from passhat.cli.worker import default_process_count, preload, worker_processes
+
+    extra = 0 if kwargs.get("detach") else (workers or default_process_count()) - 1
     try:
-        return asyncio.run(_execute(config, **kwargs))
+        # Forked now, before this process has an event loop, a client or a thread.
+        if extra:
+            preload(config.domains)
+        with worker_processes(extra, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+                              provider_limits=config.provider_limits):
+            return asyncio.run(_execute(config, **kwargs))
     except KeyboardInterrupt:
         if kwargs.get("detach"):
             raise
@@ -331,14 +341,14 @@ def _announce(store, config, *, yes: bool) -> None:  # noqa: ANN001 - a Store, a
             fail(f"not started: nothing of run {config.run_id} was recorded", 1)
 
 
-async def _execute(config, *, detach: bool, output: str, resume: bool = False, workers: int | None = None,
+async def _execute(config, *, detach: bool, output: str, resume: bool = False,
                    preview: bool = False, yes: bool = False):  # noqa: ANN001, ANN202
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from passhat.cli.launch import follow, provider_limit_args, start_run
     from passhat.infra.store import Store
     from passhat.infra.temporal_server import connect, ui_url
-    from passhat.cli.worker import build_worker, default_process_count, worker_processes
+    from passhat.cli.worker import build_worker
 
     store = Store()
     client = await connect()
@@ -379,14 +389,10 @@ async def _execute(config, *, detach: bool, output: str, resume: bool = False, w
         def not_evaluable(row) -> None:  # noqa: ANN001 - a store.TrialRow
             progress.console.print(not_evaluable_line(row), highlight=False, markup=False, soft_wrap=True)
 
-        # This process runs one worker; the others are child processes, which end with it.
-        extra = (workers or default_process_count()) - 1
-        limits = config.provider_limits
-        with worker_processes(extra, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
-                              worker_args=provider_limit_args(limits)):
-            async with build_worker(client, store, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
-                                    provider_limits=limits):
-                summary = await follow(handle, store, config.run_id, update, on_not_evaluable=not_evaluable)
+        # This process runs one worker; the others are its children (see _execute_here).
+        async with build_worker(client, store, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+                                provider_limits=config.provider_limits):
+            summary = await follow(handle, store, config.run_id, update, on_not_evaluable=not_evaluable)
     return summary
 
 
@@ -820,31 +826,22 @@ def worker(
 ) -> None:
     """Run a standalone worker on the passhat task queue (Ctrl-C to stop)."""
 
-    async def serve(limits) -> None:  # noqa: ANN001
-        from passhat.infra.store import Store
-        from passhat.infra.temporal_server import connect
-        from passhat.cli.worker import build_worker
-        from passhat.contracts import provider_task_queue
-
-        client = await connect()
-        w = build_worker(client, Store(), max_concurrent_activities=max_concurrent_activities,
-                         provider_limits=limits)
-        queues = ["passhat", *(provider_task_queue(p) for p in sorted(limits))]
-        err_console.print(f"passhat worker polling task queue(s) {', '.join(queues)}")
-        await w.run()
-
     def body() -> None:
-        from passhat.cli.launch import UserInputError, parse_provider_limits, provider_limit_args
-        from passhat.cli.worker import end_with_parent, worker_processes
+        from passhat.cli.launch import UserInputError, parse_provider_limits
+        from passhat.cli.worker import preload, serve, worker_processes
 
         if processes < 1:
             raise UserInputError(f"--processes must be at least 1, got {processes}")
         limits = parse_provider_limits(rate_limit)
-        end_with_parent()
-        # This process is one of the workers; the others are its children.
+        # This process is one of the workers; the others are its children, forked with
+        # the model client and tau2 already imported (the domains a run will use are
+        # not known yet: each process loads them on first use).
+        if processes > 1:
+            preload([])
         with worker_processes(processes - 1, max_concurrent_activities=max_concurrent_activities,
-                              worker_args=provider_limit_args(limits)):
-            asyncio.run(serve(limits))
+                              provider_limits=limits):
+            asyncio.run(serve(max_concurrent_activities=max_concurrent_activities,
+                              provider_limits=limits, announce=True))
 
     _guard(body)
 

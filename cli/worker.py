@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import gc
 import os
 import signal
-import subprocess
 import sys
+import threading
 import time
+import traceback
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
+from typing import NoReturn
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -105,12 +109,15 @@ def build_worker(
 
 # ---------------------------------------------------------------------------------------
 # More worker processes: one Python process runs on one core, so a machine's cores are
-# used by starting more workers on the same task queue. Temporal spreads the workflow
+# used by running more workers on the same task queue. Temporal spreads the workflow
 # and activity tasks over every poller; nothing here schedules work.
+#
+# The extra workers are forked from the process that starts them, once it has imported
+# litellm and tau2 and loaded the run's domains: a fresh interpreter spends about 6 CPU
+# seconds on that (measured: `/usr/bin/time python -c "import litellm, tau2.registry ..."`),
+# more than a whole conversation's work. The fork happens before this process has a
+# Temporal client, an event loop or a second thread; each child makes its own.
 
-# Set in the environment of a worker process started by another passhat process: the
-# parent's pid, so the child exits when the parent does, however it ends.
-PARENT_PID_ENV = "PASSHAT_WORKER_PARENT_PID"
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -118,63 +125,134 @@ def default_process_count() -> int:
     return os.cpu_count() or 1
 
 
+async def serve(*, max_concurrent_activities: int, provider_limits: dict[str, ProviderLimit],
+                announce: bool = False) -> None:
+    """Run one worker process's workers until cancelled."""
+    from passhat.infra.temporal_server import connect
+
+    client = await connect()
+    group = build_worker(client, Store(), max_concurrent_activities=max_concurrent_activities,
+                         provider_limits=provider_limits)
+    if announce:
+        queues = [TASK_QUEUE, *(provider_task_queue(p) for p in sorted(provider_limits))]
+        print(f"passhat worker polling task queue(s) {', '.join(queues)}", file=sys.stderr)
+    await group.run()
+
+
+def preload(domains: list[str]) -> None:
+    """Load, in this process, what every worker needs before its first activity: the
+    model client, tau2, and the domains' data (so forked workers share it)."""
+    from passhat.domains.registry import get_domain
+    from passhat.infra import llm  # noqa: F401 - imports litellm
+
+    for name in domains:
+        try:
+            get_domain(name).task_ids()
+        except Exception:  # noqa: BLE001 - a worker reports it when a trial needs the domain
+            continue
+
+
 def start_worker_processes(
-    n: int, *, max_concurrent_activities: int, worker_args: list[str] | None = None
-) -> list[subprocess.Popen]:
-    """Start n `passhat worker` processes on the default task queue, with worker_args
-    (the run's provider caps) added to their command line. They inherit this process's
-    environment (results store, Temporal address, provider keys) and end with it. Their
-    output goes to worker-<pid>.log files in PASSHAT_HOME/logs."""
+    n: int, *, max_concurrent_activities: int, provider_limits: dict[str, ProviderLimit] | None = None
+) -> list[int]:
+    """Fork n worker processes on the default task queue (and the capped providers'
+    queues). They share this process's environment (results store, Temporal address,
+    provider keys) and end with it. Their output goes to worker-<pid>-<i>.log files in
+    PASSHAT_HOME/logs. Returns their pids."""
+    if n <= 0:
+        return []
+    if threading.active_count() > 1:  # a thread's locks would stay locked in the child
+        raise RuntimeError("worker processes must be forked before any thread starts")
     logs = settings.home() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, PARENT_PID_ENV: str(os.getpid())}
-    procs = []
-    for _ in range(n):
-        log = open(logs / f"worker-{os.getpid()}-{len(procs)}.log", "ab")  # noqa: SIM115
-        with log:
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "passhat.cli.main", "worker",
-                 "--max-concurrent-activities", str(max_concurrent_activities), *(worker_args or [])],
-                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            ))
-    return procs
+    parent = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # What is loaded now stays shared with the children: the collector never scans it
+    # (a scan would write to, and so copy, every page it visits).
+    gc.freeze()
+    pids = []
+    for i in range(n):
+        pid = os.fork()
+        if pid == 0:
+            _worker_child(logs / f"worker-{parent}-{i}.log", parent, max_concurrent_activities,
+                          provider_limits or {})
+        pids.append(pid)
+    return pids
 
 
-def stop_worker_processes(procs: list[subprocess.Popen], grace_s: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL whatever is still running after grace_s."""
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
+def _worker_child(log: Path, parent: int, max_concurrent_activities: int,
+                  provider_limits: dict[str, ProviderLimit]) -> NoReturn:
+    status = 1
+    try:
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        if sys.platform.startswith("linux"):  # end with the parent, even a SIGKILLed one
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # it ended before the line above
+            os._exit(0)
+        asyncio.run(serve(max_concurrent_activities=max_concurrent_activities,
+                          provider_limits=provider_limits))
+        status = 0
+    except KeyboardInterrupt:
+        status = 0  # Ctrl-C reaches the whole process group: the parent says what to do
+    except BaseException:  # noqa: BLE001 - into the worker's log, then out
+        traceback.print_exc()
+    finally:
+        from passhat.infra import tracing
+
+        tracing.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)  # never return into the parent's code
+
+
+def stop_worker_processes(pids: list[int], grace_s: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL whatever is still running after grace_s; reap them all."""
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    for p in procs:
-        try:
-            p.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+    left = set(pids)
+    while left:
+        for pid in list(left):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                left.discard(pid)
+        if left and time.monotonic() >= deadline:
+            for pid in left:
+                _signal(pid, signal.SIGKILL)
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+            return
+        if left:
+            time.sleep(0.05)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 @contextmanager
 def worker_processes(
-    n: int, *, max_concurrent_activities: int, worker_args: list[str] | None = None
-) -> Iterator[list[subprocess.Popen]]:
-    procs = start_worker_processes(
-        n, max_concurrent_activities=max_concurrent_activities, worker_args=worker_args
-    ) if n > 0 else []
+    n: int, *, max_concurrent_activities: int, provider_limits: dict[str, ProviderLimit] | None = None
+) -> Iterator[list[int]]:
+    pids = start_worker_processes(
+        n, max_concurrent_activities=max_concurrent_activities, provider_limits=provider_limits
+    )
     try:
-        yield procs
+        yield pids
     finally:
-        stop_worker_processes(procs)
-
-
-def end_with_parent() -> None:
-    """In a worker a passhat process started: exit when that parent does (Linux sends
-    the signal even when the parent is SIGKILLed). Nothing to do in other workers."""
-    parent = os.environ.get(PARENT_PID_ENV)
-    if not parent:
-        return
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != int(parent):  # the parent ended before the line above
-        sys.exit(0)
+        stop_worker_processes(pids)

@@ -18,7 +18,6 @@ from temporalio.api.enums.v1 import EventType, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
-from passhat.cli.worker import PARENT_PID_ENV
 from passhat.contracts import TASK_QUEUE
 from passhat.infra.temporal_server import connect
 from passhat.testing.fault_server import FaultServer
@@ -33,20 +32,31 @@ RUN = ("--domain", "airline", "--task", "1", "--task", "2", "--task", "8", "--ta
 
 
 def children_of(pid: int) -> set[int]:
-    """Worker processes started by passhat process `pid` (by the variable they carry)."""
-    marker = f"{PARENT_PID_ENV}={pid}".encode()
+    """The live child processes of process `pid` (its forked workers)."""
     found = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue  # gone meanwhile, or not ours to read
-        if marker in environ and state != "Z":
+        if int(fields[1]) == pid and fields[0] != "Z":
             found.add(int(entry.name))
     return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    """Those of `pids` still running (not gone, not zombies)."""
+    running = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            running.add(pid)
+    return running
 
 
 async def activity_workers(address: str, run_id: str) -> set[str]:
@@ -107,9 +117,9 @@ async def test_worker_processes_share_the_work_and_end_with_their_parent(fresh_t
 
         worker.kill()  # SIGKILL: the parent gets no chance to stop its children
         try:
-            await until(lambda: not children_of(worker.pid), "the children to exit with their parent", 60)
+            await until(lambda: not alive(children), "the children to exit with their parent", 60)
         finally:
-            for pid in children_of(worker.pid):  # never leave one behind, even when red
+            for pid in alive(children):  # never leave one behind, even when red
                 os.kill(pid, signal.SIGKILL)
 
 
@@ -146,4 +156,4 @@ async def test_run_with_workers_runs_them_and_leaves_none_behind(fresh_temporal_
                 proc.wait()
     assert proc.returncode == 0, err
     assert json.loads(out)["results"][0]["evaluable"] == 4
-    assert not children_of(proc.pid)  # the extra workers stopped when the run finished
+    assert not alive(children)  # the extra workers stopped when the run finished
