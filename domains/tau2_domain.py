@@ -7,8 +7,8 @@ What this module adds is speed for a worker that runs thousands of trials in one
 - tau2's environment constructors re-read the domain's database file (airline: 7 MB of
   JSON) every time, and its evaluator builds two environments per scoring, one of them
   the gold final state, which is the same for every trial of a task. Here each database
-  is parsed once per process, every environment gets a fresh copy of it, and the gold
-  state is hashed once per task.
+  is parsed once per process, every environment shares the records it does not touch
+  (shared_db), and the gold state is computed once per task.
 - A conversation's environment is kept between tool calls (`session`), so a tool call
   does not replay the whole conversation unless this worker has not seen it yet.
 
@@ -36,11 +36,13 @@ from passhat.domains.shared_db import SharedDatabase, kept, same_data  # noqa: E
 
 TAU2_DOMAINS = ("airline", "retail", "telecom", "mock")
 
-# Each cached airline environment holds a private ~20 MB copy of the database (165k
-# objects the garbage collector scans), so the cache is small: about one entry per
-# conversation a worker runs at once. A miss only costs a rebuild (~0.1 s for airline),
-# small next to a model call.
-DEFAULT_SESSION_CACHE_SIZE = 8
+# One entry per conversation a worker process can have in flight (it runs at most 64
+# activities at once, and a trial's tool steps run in the process that runs its
+# workflow). An airline or retail environment holds only the records its conversation
+# touched (shared_db), a few hundred kB (a few MB after a search copied every flight),
+# so 64 entries stay well under the database copy per entry this cache used to hold.
+# A miss costs a rebuild: a fresh environment and a replay of the conversation's calls.
+DEFAULT_SESSION_CACHE_SIZE = 64
 
 
 def tau2_task_count(name: str) -> int | None:

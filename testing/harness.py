@@ -195,6 +195,20 @@ def stopping_workers(env: Passhat) -> Iterator[Passhat]:
 # What a run is made of
 
 
+def activity_types(history: Any) -> list[str]:
+    """The activities a workflow history ran, in order: each scheduled activity's type
+    and each local activity's (recorded as a marker, whose data names the type)."""
+    names = []
+    for event in history.events:
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            names.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+        elif event.HasField("marker_recorded_event_attributes"):
+            marker = event.marker_recorded_event_attributes
+            if marker.marker_name == "core_local_activity":
+                names.append(json.loads(marker.details["data"].payloads[0].data)["activity_type"])
+    return names
+
+
 def trial_specs(config: RunConfig) -> list[TrialSpec]:
     return [unit.trial(i) for unit in config.units() for i in range(unit.trials)]
 

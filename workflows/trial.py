@@ -18,6 +18,13 @@ with workflow.unsafe.imports_passed_through():
     from passhat.infra import search_attributes as sa
     from passhat.workflows.activity_options import bookkeeping, model_call
 
+# Opening, tool steps and scoring run as local activities: in the worker that runs the
+# workflow, recorded as one marker each. They touch only the store and the domain, and a
+# tool step in the process that ran the conversation's previous one finds its
+# environment in that process's session cache. patched: a history written with them as
+# ordinary activities (by an earlier passhat) replays as it was written.
+LOCAL_STEPS_PATCH = "local-steps"
+
 
 class Turns:
     """tau2's orchestrator rules, as a small deterministic state machine: whose turn it
@@ -100,15 +107,12 @@ class TrialWorkflow:
 
     async def _run(self, spec: TrialSpec) -> TrialOutcome:
         options = bookkeeping(spec.retry)
+        self._local = workflow.patched(LOCAL_STEPS_PATCH)
         try:
-            scored = await workflow.execute_activity_method(
-                ResultActivities.open_trial, spec, **options
-            )
+            scored = await self._store_step(ResultActivities.open_trial, spec)
             if scored is not None:  # already scored by an earlier execution: resume skips it
                 return scored
-            recorded = await workflow.execute_activity_method(
-                ResultActivities.recorded_steps, spec, **options
-            )
+            recorded = await self._store_step(ResultActivities.recorded_steps, spec)
             turns = Turns(spec)
             for result in recorded:
                 turns.apply(result)
@@ -116,10 +120,9 @@ class TrialWorkflow:
             while turns.termination_reason is None:
                 turns.apply(await self._step(spec, turns.to_role, step, turns.pending_tools))
                 step += 1
-            return await workflow.execute_activity_method(
+            return await self._store_step(
                 ResultActivities.score_trial,
                 ScoreRequest(trial=spec, termination_reason=turns.termination_reason, n_steps=step),
-                **options,
             )
         except (ActivityError, asyncio.CancelledError) as err:
             if is_cancelled_exception(err):
@@ -144,9 +147,8 @@ class TrialWorkflow:
     async def _step(self, spec: TrialSpec, to_role: str, step: int, tools: list[str]) -> StepResult:
         ref = StepRef(trial=spec, step=step)
         if to_role == "env":
-            return await workflow.execute_activity_method(
-                ConversationActivities.tool_turn, ref, **bookkeeping(spec.retry),
-                summary=tool_summary(tools, step),
+            return await self._store_step(
+                ConversationActivities.tool_turn, ref, summary=tool_summary(tools, step)
             )
         # A capped provider's calls go to its own task queue, where the Temporal server
         # holds them to the cap for every worker.
@@ -161,6 +163,18 @@ class TrialWorkflow:
             ConversationActivities.user_turn, ref, **options,
             task_queue=spec.model_queue(spec.user_model),
             summary=f"user {spec.user_model}, step {step}",
+        )
+
+
+    async def _store_step(self, activity, arg, summary: str | None = None):  # noqa: ANN001, ANN202
+        """Run a step that works on the store and the domain (not a model call)."""
+        spec = arg if isinstance(arg, TrialSpec) else arg.trial
+        if self._local:
+            return await workflow.execute_local_activity_method(
+                activity, arg, **bookkeeping(spec.retry), summary=summary
+            )
+        return await workflow.execute_activity_method(
+            activity, arg, **bookkeeping(spec.retry), summary=summary
         )
 
 

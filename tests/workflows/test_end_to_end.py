@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from temporalio.api.enums.v1 import EventType
 
 from passhat import metrics
 from passhat.cli.launch import follow, start_run
 from passhat.contracts import is_success
 from passhat.testing.fault_server import FaultServer
+from passhat.testing.harness import activity_types
 from passhat.testing.scripted_http import ScriptedResponder, http_args
 from tests.runs import config, run_to_end, worker_for
 
@@ -80,11 +80,7 @@ async def test_same_run_id_attaches_and_resume_reruns_nothing(client, sqlite_sto
     for trial_id in steps:
         # The trial workflow's newest execution (the resumed one) only opened the trial.
         history = await client.get_workflow_handle(trial_id).fetch_history()
-        activities = [
-            e.activity_task_scheduled_event_attributes.activity_type.name
-            for e in history.events
-            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        ]
+        activities = activity_types(history)
         assert activities == ["open_trial"], activities
 
 
