@@ -31,6 +31,7 @@ from passhat.workflows.task import TaskWorkflow
 from passhat.workflows.trial import TrialWorkflow
 
 WORKFLOWS = [RunWorkflow, TaskWorkflow, TrialWorkflow]
+SWITCH_INTERVAL_S = 0.0005
 
 
 class WorkerGroup:
@@ -63,6 +64,10 @@ def build_worker(
 ) -> WorkerGroup:
     conversation = ConversationActivities(store)
     results = ResultActivities(store)
+    # The event loop (model calls, Temporal's polls and heartbeats) needs the GIL for a
+    # moment many times per call; behind a thread running a tool step or a scoring it
+    # waits the whole switch interval each time (5 ms by default).
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     # The model-call activities run on the event loop and do their store and prompt work
     # in the loop's default executor; asyncio's (cores + 4 threads) would make them queue
     # behind each other, late for their heartbeats.
