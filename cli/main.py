@@ -257,11 +257,15 @@ def _execute_here(config, *, workers: int | None = None, **kwargs):  # noqa: ANN
     (default: one per core; none with --detach); Ctrl-C stops them all, so say how to
     carry on."""
     from passhat.cli.worker import default_process_count, preload, worker_processes
+    from passhat.infra.store import Store
 
     extra = 0 if kwargs.get("detach") else (workers or default_process_count()) - 1
     try:
-        # Forked now, before this process has an event loop, a client or a thread.
+        # Forked now, before this process has an event loop, a client or a thread; a
+        # results store that cannot be opened is reported first (and closed again: no
+        # connection is carried into the children).
         if extra:
+            Store().close()
             preload(config.domains)
         with worker_processes(extra, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
                               provider_limits=config.provider_limits):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from passhat.activities.conversation import ConversationActivities
 from passhat.activities.results import ResultActivities
@@ -96,6 +96,12 @@ def build_worker(
         # Tool execution, scoring and store writes are synchronous: they run in threads.
         activity_executor=ThreadPoolExecutor(max_workers=max_concurrent_activities),
         max_concurrent_activities=max_concurrent_activities,
+        # Temporal's sandbox re-imports workflow code per workflow and swaps the import
+        # machinery on every activation: a fifth of a worker's CPU on the throughput
+        # bench (py-spy). Workers run the workflows without it; the tests replay every
+        # kind of workflow history under the sandbox (tests/durability/test_replay.py),
+        # which is where a nondeterministic call would be caught.
+        workflow_runner=UnsandboxedWorkflowRunner(),
     )]
     for provider, limit in sorted((provider_limits or {}).items()):
         if limit.per_minute is None:
@@ -169,7 +175,13 @@ def start_worker_processes(
     if threading.active_count() > 1:  # a thread's locks would stay locked in the child
         raise RuntimeError("worker processes must be forked before any thread starts")
     logs = settings.home() / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        from passhat.cli.launch import UserInputError
+
+        raise UserInputError(f"cannot create the worker log folder {logs}: {err.strerror}; "
+                             "check PASSHAT_HOME") from None
     parent = os.getpid()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -201,6 +213,9 @@ def _worker_child(log: Path, parent: int, max_concurrent_activities: int,
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
         if os.getppid() != parent:  # it ended before the line above
             os._exit(0)
+        # Stopped (by the parent, or the parent's death): send the spans still buffered,
+        # such as the root spans of trials this process scored, then end at once.
+        signal.signal(signal.SIGTERM, _flush_and_exit)
         asyncio.run(serve(max_concurrent_activities=max_concurrent_activities,
                           provider_limits=provider_limits))
         status = 0
@@ -215,6 +230,13 @@ def _worker_child(log: Path, parent: int, max_concurrent_activities: int,
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)  # never return into the parent's code
+
+
+def _flush_and_exit(*_: object) -> NoReturn:
+    from passhat.infra import tracing
+
+    tracing.shutdown()
+    os._exit(0)
 
 
 def stop_worker_processes(pids: list[int], grace_s: float = 10.0) -> None:
