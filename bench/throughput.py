@@ -15,7 +15,8 @@ and user of passhat.testing.scripted_http, so every conversation should end with
 
 For each it prints wall time, conversations per hour, CPU seconds (in all), CPU seconds
 per conversation and peak RSS (of all its processes together: the process tree is
-sampled); then the ratio of the two, and the latency bound of the work:
+sampled; RSS counts a page shared by forked processes in each, so the peak PSS, which
+splits it, is printed too); then the ratio of the two, and the latency bound of the work:
 ceil(conversations / concurrency) waves x model calls per conversation x latency (calls
 counted by the loopback server). The model server and the Temporal server run in
 processes of their own and are not counted in either runner's figures; their CPU is
@@ -56,6 +57,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 PASSHAT = Path(sys.executable).parent / "passhat"
 MODEL = "openai/oracle"  # the scripted oracle, for agent and user alike
 SAMPLE_S = 0.2  # process-tree RSS sampling period
+PSS_EVERY = 5  # samples between two PSS readings
 
 # Targets (printed, not asserted).
 TARGET_RATIO = 5.0  # passhat conversations/hour over tau2's, default setup
@@ -211,7 +213,8 @@ def measure(cmd: list[str], env: dict, timeout: float, stdout: Path, stderr: Pat
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                 start_new_session=True)  # its own group: killable as a whole
     root = psutil.Process(proc.pid)
-    peak_tree, timed_out = 0, False
+    peak_tree, peak_pss, timed_out = 0, 0, False
+    samples = 0
     cmdlines: dict[int, str] = {}
     cpu_seen: dict[int, float] = {}  # pid -> its own CPU when last sampled
     next_report = start + 60
@@ -236,6 +239,17 @@ def measure(cmd: list[str], env: dict, timeout: float, stdout: Path, stderr: Pat
                 except psutil.Error:
                     pass
             peak_tree = max(peak_tree, total)
+            # PSS splits pages shared between processes (forked workers share what their
+            # parent loaded) among them; reading it is slower, so once a second.
+            if samples % PSS_EVERY == 0:
+                pss = 0
+                for p in tree:
+                    try:
+                        pss += p.memory_full_info().pss
+                    except psutil.Error:
+                        pass
+                peak_pss = max(peak_pss, pss)
+            samples += 1
             if progress is not None and time.monotonic() >= next_report:
                 next_report += 60
                 print(f"  [{time.monotonic() - start:6.0f} s] {progress()}", flush=True)
@@ -254,6 +268,7 @@ def measure(cmd: list[str], env: dict, timeout: float, stdout: Path, stderr: Pat
         # catches any it left behind (a little low: it misses the last SAMPLE_S).
         "cpu_s": max(usage.ru_utime + usage.ru_stime, sum(cpu_seen.values())),
         "peak_rss": max(peak_tree, usage.ru_maxrss * 1024),
+        "peak_pss": peak_pss,
         "max_single_rss": usage.ru_maxrss * 1024,
         "processes": len(cmdlines),
         "cmdlines": sorted(set(cmdlines.values())),
@@ -407,6 +422,7 @@ def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, lo
     row("CPU seconds per conversation", lambda r: f"{r['cpu_s'] / n:.2f}")
     row("peak RSS, all its processes", lambda r: fmt_bytes(r["peak_rss"]))
     row("  largest single process", lambda r: fmt_bytes(r["max_single_rss"]))
+    row("peak PSS (shared pages split)", lambda r: fmt_bytes(r["peak_pss"]))
     row("  processes", lambda r: f"{r['processes']}")
     row("conversations ended", lambda r: f"{r['ended']}/{n}")
     row("  with reward 1.0", lambda r: f"{r['reward_1']}")

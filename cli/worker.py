@@ -154,8 +154,9 @@ def preload(domains: list[str]) -> None:
     """Load, in this process, what every worker needs before its first activity: the
     model client, tau2, and the domains' data (so forked workers share it)."""
     from passhat.domains.registry import get_domain
-    from passhat.infra import llm  # noqa: F401 - imports litellm
+    from passhat.infra import llm
 
+    llm.load_client_modules()
     for name in domains:
         try:
             get_domain(name).task_ids()

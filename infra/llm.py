@@ -53,6 +53,13 @@ class ModelCallError(Exception):
         self.retry_after_s = retry_after_s
 
 
+def load_client_modules() -> None:
+    """Import what litellm's OpenAI client otherwise imports lazily in its first call
+    (openai.resources: about half a CPU second), so that worker processes forked
+    afterwards share it instead of each importing it."""
+    import openai.resources  # noqa: F401
+
+
 def view_for(perspective: Perspective, messages: list[Message]) -> list[dict[str, Any]]:
     """The conversation as one side sees it, in OpenAI chat format.
 
