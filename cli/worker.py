@@ -154,9 +154,11 @@ def preload(domains: list[str]) -> None:
     """Load, in this process, what every worker needs before its first activity: the
     model client, tau2, and the domains' data (so forked workers share it)."""
     from passhat.domains.registry import get_domain
+    from passhat.domains.tau2_domain import import_tau2
     from passhat.infra import llm
 
     llm.load_client_modules()
+    import_tau2()
     for name in domains:
         try:
             get_domain(name).task_ids()

@@ -415,6 +415,13 @@ def _data(name: str) -> _Tau2Data:
     return data
 
 
+def import_tau2() -> None:
+    """Import tau2 now (seconds of CPU), e.g. before forking worker processes that will
+    all need it."""
+    _quiet_tau2()
+    import tau2.registry  # noqa: F401
+
+
 def _quiet_tau2() -> None:
     # tau2 logs every tool response at DEBUG to stderr; in a worker running thousands
     # of trials that is noise and measurable time. Only tau2's own loggers are silenced.
