@@ -106,7 +106,7 @@ class TrialWorkflow:
         return outcome
 
     async def _run(self, spec: TrialSpec) -> TrialOutcome:
-        options = bookkeeping(spec.retry)
+        options = self._store_options = bookkeeping(spec.retry)
         self._local = workflow.patched(LOCAL_STEPS_PATCH)
         try:
             scored = await self._store_step(ResultActivities.open_trial, spec)
@@ -165,17 +165,10 @@ class TrialWorkflow:
             summary=f"user {spec.user_model}, step {step}",
         )
 
-
     async def _store_step(self, activity, arg, summary: str | None = None):  # noqa: ANN001, ANN202
         """Run a step that works on the store and the domain (not a model call)."""
-        spec = arg if isinstance(arg, TrialSpec) else arg.trial
-        if self._local:
-            return await workflow.execute_local_activity_method(
-                activity, arg, **bookkeeping(spec.retry), summary=summary
-            )
-        return await workflow.execute_activity_method(
-            activity, arg, **bookkeeping(spec.retry), summary=summary
-        )
+        run = workflow.execute_local_activity_method if self._local else workflow.execute_activity_method
+        return await run(activity, arg, **self._store_options, summary=summary)
 
 
 def tool_summary(tools: list[str], step: int, limit: int = 200) -> str:
