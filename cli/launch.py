@@ -179,6 +179,7 @@ def build_config(
     them. `limit` (demo's --tasks) takes the first tasks of each domain. `rate_limits`
     and `max_concurrent` are `--rate-limit` and `--max-concurrent` values."""
     from passhat.domains.base import UnknownDomainError
+    from passhat.cli.preview import direct_calls
     from passhat.domains.registry import get_domain
     from passhat.domains.task_file import TaskFileError, custom_domain_name, split_domain_name
 
@@ -267,6 +268,8 @@ def build_config(
         retry={"max_attempts": max_attempts, "model_call_timeout_s": model_timeout,
                "retry_for_s": retry_for_s},
         max_cost=max_cost,
+        expected_calls={name: {t: direct_calls(get_domain(name).task(t)) for t in chosen}
+                        for name, chosen in per_domain.items()},
     )
 
 

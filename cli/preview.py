@@ -29,13 +29,9 @@ def direct_calls(task: TaskInfo) -> int:
 
 
 def run_size(config: RunConfig) -> RunSize:
-    from passhat.domains.registry import get_domain
-
-    per_trial = sum(
-        direct_calls(get_domain(domain).task(task_id))
-        for domain in config.domains
-        for task_id in config.task_ids[domain]
-    )
+    """From the config's per-task estimates (build_config computes them with
+    direct_calls)."""
+    per_trial = sum(sum(config.expected_calls.get(domain, {}).values()) for domain in config.domains)
     conversations = config.total_trials()
     return RunSize(
         conversations=conversations,

@@ -223,13 +223,17 @@ class RunConfig(TrialSettings):
     agent_model_args: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # Budget in USD: once the run's recorded cost reaches it, no new conversation starts.
     max_cost: float | None = None
+    # Per domain, each task's estimated model calls per conversation (cli.preview's
+    # direct_calls). The run starts its longest tasks first: a long conversation started
+    # last would run on alone after the others have ended, and set the run's wall time.
+    expected_calls: dict[str, dict[str, int]] = Field(default_factory=dict)
 
     def fingerprint(self) -> str:
         """Identity of the experiment, used to refuse a different config under one run id.
-        Concurrency, retry settings, provider caps and the budget change how it runs, not
-        what it measures. Per-model args count only when a run has them, so a run stored
+        Concurrency, retry settings, provider caps, the budget and the task order change
+        how it runs, not what it measures. Per-model args count only when a run has them, so a run stored
         before they existed keeps its fingerprint."""
-        exclude = {"concurrency", "retry", "provider_limits", "max_cost"}
+        exclude = {"concurrency", "retry", "provider_limits", "max_cost", "expected_calls"}
         if not self.agent_model_args:
             exclude.add("agent_model_args")
         body = self.model_dump(mode="json", exclude=exclude)
@@ -240,10 +244,12 @@ class RunConfig(TrialSettings):
         return self.agent_model_args.get(model, self.agent_args)
 
     def units(self) -> list["TaskUnit"]:
-        """Every (agent model, domain, task) of the run, in a stable order."""
+        """Every (agent model, domain, task) of the run, in the order they start: the most
+        expected model calls first, and otherwise as given (a config without estimates,
+        like one stored by an earlier passhat, keeps the order it was run in)."""
         settings = self.model_dump(include=set(TrialSettings.model_fields))
         seeds = trial_seeds(self.seed, self.trials)
-        return [
+        units = [
             TaskUnit(
                 **{**settings, "agent_args": self.agent_args_for(model)},
                 run_id=self.run_id,
@@ -256,6 +262,8 @@ class RunConfig(TrialSettings):
             for domain in self.domains
             for task_id in self.task_ids[domain]
         ]
+        # sorted() is stable: equal estimates keep the given order.
+        return sorted(units, key=lambda u: -self.expected_calls.get(u.domain, {}).get(u.task_id, 0))
 
     def total_trials(self) -> int:
         return len(self.agent_models) * sum(map(len, self.task_ids.values())) * self.trials

@@ -243,9 +243,32 @@ def test_a_stored_run_keeps_its_identity():
     assert config.agent_args_for("scripted/oracle") == {"temperature": 0.0, "api_base": "http://x/v1"}
     # The budget is not part of a run's identity; per-model args are.
     assert config.model_copy(update={"max_cost": 3.0}).fingerprint() == LEGACY_FINGERPRINT
+    # Nor is the order its tasks start in; a stored run without estimates keeps its order.
+    assert config.model_copy(update={"expected_calls": {"airline": {"1": 9}}}).fingerprint() == LEGACY_FINGERPRINT
+    assert [u.task_id for u in config.units()] == [
+        t for _ in config.agent_models for d in config.domains for t in config.task_ids[d]
+    ]
     per_model = config.model_copy(update={"agent_model_args": {"scripted/oracle": {"temperature": 0.5}}})
     assert per_model.fingerprint() != LEGACY_FINGERPRINT
     assert [u.agent_args for u in per_model.units()][-1] == {"temperature": 0.5}
+
+
+def test_a_run_starts_its_longest_tasks_first():
+    # A long conversation started last runs on alone after the others have ended.
+    config = build_config(run_id="order", domains=["airline", "retail"],
+                          task_ids={"airline": ["0", "1", "3", "4"], "retail": ["0", "2"]},
+                          agent_models=["scripted/oracle", "scripted/noisy-0.5"],
+                          user_model="scripted/oracle", trials=2, concurrency=8,
+                          agent_args=None, user_args=None)
+    assert config.expected_calls == {"airline": {"0": 3, "1": 5, "3": 5, "4": 9},
+                                     "retail": {"0": 8, "2": 14}}
+    order = [(u.domain, u.task_id, u.agent_model) for u in config.units()]
+    oracle, noisy = "scripted/oracle", "scripted/noisy-0.5"
+    # Most estimated calls first; equal estimates in the order given (model, domain, task).
+    assert order == [("retail", "2", oracle), ("retail", "2", noisy), ("airline", "4", oracle),
+                     ("airline", "4", noisy), ("retail", "0", oracle), ("retail", "0", noisy),
+                     ("airline", "1", oracle), ("airline", "3", oracle), ("airline", "1", noisy),
+                     ("airline", "3", noisy), ("airline", "0", oracle), ("airline", "0", noisy)]
 
 
 TELECOM_TASK = "[mobile_data_issue]airplane_mode_on|user_abroad_roaming_enabled_off[PERSONA:None]"
