@@ -53,11 +53,36 @@ class ModelCallError(Exception):
         self.retry_after_s = retry_after_s
 
 
+# What litellm (1.106) imports lazily in its first chat call with tools: openai's client
+# (about half a CPU second), the MCP bridge it checks every call with tools against
+# (more than half a second: mcp, its server, litellm's proxy types), and the proxy and
+# logging helpers the call path touches.
+FIRST_CALL_MODULES = (
+    "openai.resources",
+    "litellm.responses.mcp.chat_completions_handler",
+    "litellm.responses.mcp.litellm_proxy_mcp_handler",
+    "litellm.proxy.openai_files_endpoints.common_utils",
+    "litellm.proxy.guardrails.exception_utils",
+    "litellm._service_logger",
+    "litellm.llms.litellm_proxy.chat.transformation",
+    "litellm.llms.openai.chat.gpt_audio_transformation",
+    "litellm.llms.openai_like.dynamic_config",
+    "litellm.llms.vertex_ai.vertex_ai_partner_models.anthropic.transformation",
+)
+
+
 def load_client_modules() -> None:
-    """Import what litellm's OpenAI client otherwise imports lazily in its first call
-    (openai.resources: about half a CPU second), so that worker processes forked
-    afterwards share it instead of each importing it."""
-    import openai.resources  # noqa: F401
+    """Import what litellm otherwise imports in its first model call (1-2 CPU seconds),
+    so that worker processes forked afterwards share it instead of each importing it,
+    with every conversation's first call waiting, while the run starts. A module another
+    litellm version lacks is skipped: this only moves work earlier."""
+    import importlib
+
+    for name in FIRST_CALL_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
 
 
 def view_for(perspective: Perspective, messages: list[Message]) -> list[dict[str, Any]]:

@@ -156,3 +156,38 @@ def test_views_follow_tau2_history_rules():
     user = llm.view_for("user", convo)
     assert [m["role"] for m in user] == ["user", "assistant", "assistant", "tool"]
     assert user[0]["content"] == "Hi" and user[2]["tool_calls"][0]["id"] == "u"
+
+
+FIRST_CALL = """
+import asyncio, json, sys
+from passhat.infra import llm
+from passhat.testing.fault_server import FaultServer
+llm.load_client_modules()
+with FaultServer() as srv:
+    before = set(sys.modules)
+    reply = asyncio.run(llm.complete(
+        "openai/m", [{{"role": "user", "content": "hi"}}], tools={tools!r}, role="assistant",
+        model_args={{"api_base": srv.url + "/v1", "api_key": "x"}}, metadata={{}}, seed=7,
+    ))
+assert reply.message.content, reply
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+def test_a_preloaded_process_imports_nothing_in_its_first_model_call():
+    # Worker processes are forked after load_client_modules: whatever litellm still
+    # imports in a first call, each of them imports again, every conversation's first
+    # call waiting for it while the run starts (1-2 CPU s per process).
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_CALL.format(tools=TOOLS)],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    imported = json.loads(out.stdout.strip().splitlines()[-1])
+    assert imported == [], f"imported in the first call: {imported[:20]}"
