@@ -8,6 +8,7 @@ retail task, against tau2's own environments built from its data files.
 
 from __future__ import annotations
 
+import ast
 import itertools
 
 import pytest
@@ -75,6 +76,85 @@ def _check_gold_states(name: str, get_dict_hash) -> None:  # noqa: ANN001
     initial_hash = get_dict_hash(_data(name)._db.fresh().model_dump())
     for gold, h in zip(golds, hashes):
         assert same_data(gold, _data(name)._db.fresh()) == (h == initial_hash)
+    # Every task's gold actions, the write tools among them, left the shared records
+    # as they were loaded.
+    for field, records in _data(name)._db.shared.items():
+        for key, model in records.models.items():
+            assert model.model_dump() == records.data[key], (field, key)
+
+
+# A tool's writes that would reach the records a table shares, had it made them to a
+# record it got by iterating the table: assignments to it or into it, mutating calls
+# on it, and handing it on under another name.
+MUTATORS = {"append", "extend", "insert", "pop", "popitem", "remove", "clear", "update",
+            "setdefault", "sort", "reverse", "add", "discard", "__setitem__", "__delitem__"}
+
+
+def _root(node):  # noqa: ANN001, ANN202 - the name an attribute/subscript chain starts from
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _iterates_a_table(it: ast.AST) -> bool:  # self.db.<table>.values() or .items()
+    return (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
+            and it.func.attr in ("values", "items") and ast.unparse(it.func.value).startswith("self.db."))
+
+
+def _iterated_table_writes(tree: ast.AST) -> list[str]:
+    """The statements that write to a record got by iterating a table of self.db."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.For):
+            loops = [(node.target, node.iter, node.body)]
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            loops = [(g.target, g.iter, [node]) for g in node.generators]
+        else:
+            continue
+        for target, it, scope in loops:
+            if not _iterates_a_table(it):
+                continue
+            names = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+            for inner in (n for stmt in scope for n in ast.walk(stmt)):
+                if isinstance(inner, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                    targets = inner.targets if isinstance(inner, (ast.Assign, ast.Delete)) else [inner.target]
+                    into = any(not isinstance(t, ast.Name) and _root(t) in names for t in targets)
+                    alias = isinstance(inner, ast.Assign) and isinstance(inner.value, ast.Name) \
+                        and inner.value.id in names
+                    if into or alias:
+                        found.append(ast.unparse(inner))
+                elif isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) \
+                        and inner.func.attr in MUTATORS and _root(inner.func.value) in names:
+                    found.append(ast.unparse(inner))
+    return found
+
+
+@pytest.mark.parametrize("name", ["airline", "retail"])
+def test_tau2_tools_only_read_the_records_they_iterate(name):
+    import importlib
+    import inspect
+
+    from tau2.environment.toolkit import ToolKitBase
+
+    module = importlib.import_module(f"tau2.domains.{name}.tools")
+    toolkits = [c for _, c in inspect.getmembers(module, inspect.isclass)
+                if issubclass(c, ToolKitBase) and c.__module__ == module.__name__]
+    assert toolkits
+    tree = ast.parse(inspect.getsource(module))
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.comprehension))
+             and "self.db." in ast.unparse(n.iter)]
+    assert loops  # the searches are there to check
+    assert _iterated_table_writes(tree) == []
+    # The check finds such writes.
+    written = ast.parse(
+        "def book(self):\n"
+        "    for flight in self.db.flights.values():\n"
+        "        flight.dates['2024-05-01'].available_seats['economy'] -= 1\n"
+        "    for uid, user in self.db.users.items():\n"
+        "        user.payment_methods.pop('x')\n"
+        "        found = user\n"
+    )
+    assert len(_iterated_table_writes(written)) == 3
 
 
 def test_a_fresh_database_never_sees_another_ones_changes():
@@ -82,14 +162,16 @@ def test_a_fresh_database_never_sees_another_ones_changes():
     a, b = shared.fresh(), shared.fresh()
     user_id, order_id = next(iter(a.users)), next(iter(a.orders))
     before = b.model_dump()
-    # Every way of getting a record out hands out a copy of its own.
+    # Every way of getting one record out hands out a copy of its own.
     a.users[user_id].name.first_name = "Changed"
     a.orders.get(order_id).status = "changed"
-    for _, product in a.products.items():
-        product.name = "changed"
-    for user in a.users.values():
-        user.address.zip = "00000"
     a.orders.setdefault(order_id).items.clear()
+    # Iterating hands out the table's own copies where it has them, and the shared
+    # records, which tau2's tools only read there (see below), elsewhere: no copy.
+    product_id = next(iter(a.products))
+    assert dict(a.products.items())[product_id] is shared.shared["products"].models[product_id]
+    assert [u for u in a.users.values() if u.name.first_name == "Changed"] == [a.users[user_id]]
+    assert a.products.owned == set()
     assert b.model_dump() == before
     assert shared.fresh().model_dump() == before
     assert not same_data(a, b)
