@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import sys
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from passhat.contracts import DEFAULT_MAX_ERRORS, DEFAULT_MAX_STEPS, DEFAULT_SEE
 
 _RETRY = RetryConfig()  # the defaults the options show
 MAX_CONCURRENT_ACTIVITIES = 64  # per worker process
+STARTUP_GC_THRESHOLD = 50_000  # new container objects between two young collections
 
 
 @contextmanager
@@ -895,6 +897,11 @@ def main() -> None:
     that used a Temporal client can crash in the SDK's native threads during
     interpreter shutdown (temporalio/sdk-python#300), which would turn a finished
     command's exit code into 134."""
+    # The collector's default (a collection per 700 new container objects) runs
+    # thousands of times while litellm, tau2 and pydantic's models are imported, which
+    # live until the process ends: a quarter of a run's start-up CPU. A worker sets it
+    # back when it starts (cli.worker.build_worker).
+    gc.set_threshold(STARTUP_GC_THRESHOLD)
     code = 0
     try:
         app()

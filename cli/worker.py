@@ -32,6 +32,9 @@ from passhat.workflows.trial import TrialWorkflow
 
 WORKFLOWS = [RunWorkflow, TaskWorkflow, TrialWorkflow]
 SWITCH_INTERVAL_S = 0.0005
+# The collector's thresholds while a worker runs. The command line raised them for its
+# start-up; a run's garbage (cycles among a model call's objects) must not pile up.
+RUN_GC_THRESHOLDS = (700, 10, 10)  # Python's defaults
 
 
 class WorkerGroup:
@@ -68,6 +71,7 @@ def build_worker(
     # moment many times per call; behind a thread running a tool step or a scoring it
     # waits the whole switch interval each time (5 ms by default).
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    gc.set_threshold(*RUN_GC_THRESHOLDS)
     # The model-call activities run on the event loop and do their store and prompt work
     # in the loop's default executor; asyncio's (cores + 4 threads) would make them queue
     # behind each other, late for their heartbeats.
