@@ -160,14 +160,10 @@ class ConversationActivities:
         # Temporal's heartbeat timeout runs from the start of the attempt, so everything
         # that may be slow heartbeats: the store (busy, or down), loading a domain's data
         # the first time (seconds), and a worker whose threads are all taken.
-        recorded = await _with_heartbeat(
-            asyncio.to_thread(self.store.get_step, spec.trial_id, ref.step), every_s
-        )
+        recorded, prompt = await _with_heartbeat(asyncio.to_thread(self._prepare, ref, role), every_s)
         if recorded is not None:
-            return recorded_result(recorded)
-        history, system, tools = await _with_heartbeat(
-            asyncio.to_thread(self._prompt, ref, role), every_s
-        )
+            return recorded
+        history, system, tools = prompt
         model = spec.agent_model if role == "assistant" else spec.user_model
         args = spec.agent_args if role == "assistant" else spec.user_args
         metadata = {
@@ -270,6 +266,15 @@ class ConversationActivities:
                                         ref.trial.trial_id, ref.step, delay, err)
                 await _with_heartbeat(asyncio.sleep(delay), max(1.0, retry.heartbeat_timeout_s / 3))
                 delay = min(delay * retry.backoff, retry.max_interval_s)
+
+    def _prepare(self, ref: StepRef, role: str) -> tuple[StepResult | None, tuple | None]:
+        """(the step's result, None) when it is recorded already, else (None, the prompt
+        of its model call). In one worker thread: each hop to a thread waits for one, and
+        for the GIL, behind every other conversation in this process."""
+        recorded = self.store.get_step(ref.trial.trial_id, ref.step)
+        if recorded is not None:
+            return recorded_result(recorded), None
+        return None, self._prompt(ref, role)
 
     def _prompt(self, ref: StepRef, role: str) -> tuple[list[Message], str, list | None]:
         spec = ref.trial
