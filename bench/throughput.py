@@ -372,7 +372,21 @@ def bench_passhat(args, ids: list[str], trials: int, model: ModelServer, tmp: Pa
                   for r in rows if r.reward != 1.0][:5]
     m["log"] = tmp / "passhat.err"
     m["db_url"] = db_url
+    m["longest_calls"] = longest_conversation(home / "results.db", run_id)
     return m
+
+
+def longest_conversation(db: Path, run_id: str) -> int:
+    """The most model calls one conversation of the run made (its steps with a model).
+    They are made one after another: no runner ends before that many latencies."""
+    import sqlite3
+
+    if not db.exists():
+        return 0
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+        row = con.execute("select max(n) from (select count(*) as n from steps where run_id = ? "
+                          "and model is not null group by trial_id)", (run_id,)).fetchone()
+    return row[0] or 0
 
 
 async def histories(address: str, db_url: str, run_id: str, sample: int) -> dict:
@@ -446,6 +460,13 @@ def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, lo
     any_r = results[cols[0]]
     print(f"\nlatency bound = ceil({n}/{args.concurrency}) = {waves} waves x model calls per "
           f"conversation ({any_r['served'] / n:.2f}) x {args.latency:g} s = {bounds[any_r['name']]:.1f} s")
+    longest = results.get("passhat", {}).get("longest_calls")
+    if longest:
+        # The formula above spreads calls evenly over conversations; the conversations
+        # are the same for both runners (the same scripted oracle), and the longest one
+        # is a chain of calls no concurrency shortens.
+        print(f"longest conversation: {longest} model calls one after another x {args.latency:g} s = "
+              f"{longest * args.latency:.1f} s, a floor for either runner's wall time (start-up not counted)")
     if "tau2" in results and "passhat" in results:
         ratio = results["tau2"]["wall_s"] / results["passhat"]["wall_s"]
         print(f"ratio passhat / tau2 conversations per hour: {ratio:.2f}x; "
