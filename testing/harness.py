@@ -202,11 +202,20 @@ def activity_types(history: Any) -> list[str]:
     for event in history.events:
         if event.HasField("activity_task_scheduled_event_attributes"):
             names.append(event.activity_task_scheduled_event_attributes.activity_type.name)
-        elif event.HasField("marker_recorded_event_attributes"):
-            marker = event.marker_recorded_event_attributes
-            if marker.marker_name == "core_local_activity":
-                names.append(json.loads(marker.details["data"].payloads[0].data)["activity_type"])
+        elif (local := local_activity(event)) is not None:
+            names.append(local["activity_type"])
     return names
+
+
+def local_activity(event: Any) -> dict | None:
+    """What the marker of a local activity records (activity_type, attempt, ...); None
+    for any other event."""
+    if not event.HasField("marker_recorded_event_attributes"):
+        return None
+    marker = event.marker_recorded_event_attributes
+    if marker.marker_name != "core_local_activity":
+        return None
+    return json.loads(marker.details["data"].payloads[0].data)
 
 
 def trial_specs(config: RunConfig) -> list[TrialSpec]:

@@ -170,9 +170,10 @@ async def test_live_budget_stop_history_replays(client, sqlite_store, model_serv
     async with worker_for(client, sqlite_store) as queue:
         handle = await start_run(client, sqlite_store, cfg, task_queue=queue)
         await follow(handle, sqlite_store, cfg.run_id, lambda *a: None, poll_s=0.2)
-    # One task at a time: the first ran, its cost reached the budget, the second never started.
+    # One task at a time: the first ran (task 2, the longer one by its gold actions, starts
+    # first), its cost reached the budget, the second never started.
     assert sqlite_store.get_run(BUDGET_RUN_ID).status == "budget_exhausted"
-    assert [t.task_id for t in sqlite_store.trials(BUDGET_RUN_ID)] == ["1"]
+    assert [t.task_id for t in sqlite_store.trials(BUDGET_RUN_ID)] == ["2"]
     history = await client.get_workflow_handle(BUDGET_RUN_ID).fetch_history()
     scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name
                  for e in history.events if e.HasField("activity_task_scheduled_event_attributes")]
