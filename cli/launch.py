@@ -178,8 +178,8 @@ def build_config(
     `agent_model_args` gives agent models args of their own, which replace agent_args for
     them. `limit` (demo's --tasks) takes the first tasks of each domain. `rate_limits`
     and `max_concurrent` are `--rate-limit` and `--max-concurrent` values."""
-    from passhat.domains.base import UnknownDomainError
     from passhat.cli.preview import direct_calls
+    from passhat.domains.base import UnknownDomainError
     from passhat.domains.registry import get_domain
     from passhat.domains.task_file import TaskFileError, custom_domain_name, split_domain_name
 
