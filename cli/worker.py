@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import gc
+import hashlib
 import os
 import signal
 import sys
@@ -35,6 +36,30 @@ SWITCH_INTERVAL_S = 0.0005
 # The collector's thresholds while a worker runs. The command line raised them for its
 # start-up; a run's garbage (cycles among a model call's objects) must not pile up.
 RUN_GC_THRESHOLDS = (700, 10, 10)  # Python's defaults
+
+
+def build_id() -> str:
+    """The worker's build id: passhat's version and a digest of its own source files.
+    Without one, temporalio hashes the bytecode of every module loaded (litellm, tau2,
+    openai: thousands), reading each from disk: 0.27 s before the run's worker could
+    poll (timed), in every worker process. The id is informational here (no worker
+    versioning); what decides a replay is passhat's workflow code, which the digest
+    covers."""
+    import passhat.activities
+    import passhat.cli
+    import passhat.domains
+    import passhat.infra
+    import passhat.workflows
+
+    digest = hashlib.md5(usedforsecurity=False)
+    # Package by package, file by file: the same digest from a source checkout (a
+    # folder per layer) and from an installed wheel (subfolders of passhat/).
+    for package in (passhat, passhat.cli, passhat.workflows, passhat.activities,
+                    passhat.domains, passhat.infra):
+        for source in sorted(Path(f) for folder in package.__path__ for f in Path(folder).glob("*.py")):
+            digest.update(f"{package.__name__}.{source.stem}".encode())
+            digest.update(source.read_bytes())
+    return f"passhat-{passhat.__version__}-{digest.hexdigest()[:12]}"
 
 
 class WorkerGroup:
@@ -79,9 +104,11 @@ def build_worker(
         ThreadPoolExecutor(max_workers=max_concurrent_activities, thread_name_prefix="passhat-async")
     )
     model_calls = [conversation.agent_turn, conversation.user_turn]
+    build = build_id()
     workers = [Worker(
         client,
         task_queue=task_queue,
+        build_id=build,
         workflows=WORKFLOWS,
         activities=[
             *model_calls,
@@ -113,6 +140,7 @@ def build_worker(
         workers.append(Worker(
             client,
             task_queue=provider_task_queue(provider),
+            build_id=build,
             activities=model_calls,
             max_concurrent_activities=max_concurrent_activities,
             # Sent with every poll; the server holds the queue to it whichever worker

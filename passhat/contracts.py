@@ -231,8 +231,8 @@ class RunConfig(TrialSettings):
     def fingerprint(self) -> str:
         """Identity of the experiment, used to refuse a different config under one run id.
         Concurrency, retry settings, provider caps, the budget and the task order change
-        how it runs, not what it measures. Per-model args count only when a run has them, so a run stored
-        before they existed keeps its fingerprint."""
+        how it runs, not what it measures. Per-model args count only when a run has them,
+        so a run stored before they existed keeps its fingerprint."""
         exclude = {"concurrency", "retry", "provider_limits", "max_cost", "expected_calls"}
         if not self.agent_model_args:
             exclude.add("agent_model_args")
