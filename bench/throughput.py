@@ -2,9 +2,13 @@
 """Throughput bench: tau2's own runner and `passhat run` on the same loopback model.
 
 One invocation runs, one after the other, against the same OpenAI-compatible loopback
-server that answers every model call after --latency seconds (the scripted oracle agent
-and user of passhat.testing.scripted_http, so every conversation should end with reward
-1.0):
+server that answers every model call after --latency seconds. By default it plays the
+scripted oracle agent and user of passhat.testing.scripted_http, so every conversation
+should end with reward 1.0; its conversations are as long as their tasks' gold actions
+make them (airline: 2 to 23 model calls). `--calls N` plays the responder's `fixed-N`
+script instead: every conversation exactly N model calls, the shape of the setup issue 10
+measured (8 calls each); the rewards are then whatever tau2's evaluator gives, and both
+runners must give the same ones:
 
   * tau2: `tau2.run.run_tasks` (as tests/parity calls it: no results file unless
     --tau2-save, which adds the checkpoint file `tau2 run` writes after every
@@ -26,6 +30,7 @@ printed separately (Temporal's is part of passhat's cost in practice).
     python bench/throughput.py --large              # 1000 conversations at c=100 (+ history)
     python bench/throughput.py --conversations 10 --concurrency 5 --latency 0.2   # quick
     python bench/throughput.py --large --runners passhat                          # skip tau2
+    python bench/throughput.py --calls 8            # every conversation 8 model calls
 
 More conversations than the domain has tasks run every task with k trials (the count
 must then be a multiple of the number of tasks). Also printed: the Temporal history
@@ -55,7 +60,7 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 PASSHAT = Path(sys.executable).parent / "passhat"
-MODEL = "openai/oracle"  # the scripted oracle, for agent and user alike
+ORACLE = "openai/oracle"  # the scripted oracle, for agent and user alike
 SAMPLE_S = 0.2  # process-tree RSS sampling period
 PSS_EVERY = 5  # samples between two PSS readings
 
@@ -74,6 +79,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--concurrency", "-c", type=int, default=None,
                     help="conversations in flight (default 30; 100 with --large)")
     ap.add_argument("--latency", type=float, default=0.5, help="seconds per model call")
+    ap.add_argument("--calls", type=int, default=None,
+                    help="every conversation exactly this many model calls (the `fixed-N` script; "
+                         "default: the oracle, whose conversations are as long as their tasks)")
     ap.add_argument("--large", action="store_true",
                     help="1000 conversations at concurrency 100 (unless given)")
     ap.add_argument("--runners", default="tau2,passhat", help="comma-separated: tau2, passhat")
@@ -91,6 +99,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not set(args.runners) <= {"tau2", "passhat"} or not args.runners:
         ap.error("--runners takes tau2 and/or passhat")
     return args
+
+
+def model_name(args) -> str:  # noqa: ANN001
+    """The loopback model both sides play: the oracle, or `fixed-N` with --calls N."""
+    return ORACLE if args.calls is None else f"openai/fixed-{args.calls}"
 
 
 def workload(domain: str, conversations: int) -> tuple[list[str], int]:
@@ -163,9 +176,9 @@ def run_tau2_child(spec_path: str) -> None:
         tasks=get_tasks(spec["domain"], task_split_name="base", task_ids=spec["task_ids"]),
         agent="llm_agent",
         user="user_simulator",
-        llm_agent=MODEL,
+        llm_agent=spec["model"],
         llm_args_agent=dict(spec["llm_args"]),
-        llm_user=MODEL,
+        llm_user=spec["model"],
         llm_args_user=dict(spec["llm_args"]),
         num_trials=spec["trials"],
         max_steps=100,  # tau2 run's defaults
@@ -319,7 +332,7 @@ class ModelServer:
 
 def bench_tau2(args, ids: list[str], trials: int, model: ModelServer, tmp: Path) -> dict:  # noqa: ANN001
     spec = {
-        "domain": args.domain, "task_ids": ids, "trials": trials, "concurrency": args.concurrency,
+        "domain": args.domain, "model": model_name(args), "task_ids": ids, "trials": trials, "concurrency": args.concurrency,
         # tau2 takes the key itself (the loopback server accepts any).
         "llm_args": {"api_base": model.url + "/v1", "api_key": "loopback", "temperature": 0.0},
         "save_to": str(tmp / "tau2-results.json") if args.tau2_save else None,
@@ -332,6 +345,7 @@ def bench_tau2(args, ids: list[str], trials: int, model: ModelServer, tmp: Path)
     rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     m["ended"] = len(rows)
     m["reward_1"] = sum(r["reward"] == 1.0 for r in rows)
+    m["rewards"] = {(r["task_id"], r["trial"]): r["reward"] for r in rows}
     m["not_1"] = [f"{r['task_id']}/{r['trial']}: {r['reward']} {r['termination']}" for r in rows
                   if r["reward"] != 1.0][:5]
     m["log"] = tmp / "tau2.err"
@@ -350,7 +364,7 @@ def bench_passhat(args, ids: list[str], trials: int, model: ModelServer, tmp: Pa
     env = {**os.environ, "PASSHAT_HOME": str(home), "TEMPORAL_ADDRESS": temporal_address,
            "PASSHAT_DB_URL": db_url}
     cmd = [str(PASSHAT), "run", "--domain", args.domain, *[a for t in ids for a in ("--task", t)],
-           "--agent-model", MODEL, "--user-model", MODEL, "--agent-args", model_args,
+           "--agent-model", model_name(args), "--user-model", model_name(args), "--agent-args", model_args,
            "--user-args", model_args, "--trials", str(trials), "--concurrency", str(args.concurrency),
            "--run-id", run_id, "--output", "json", *shlex.split(args.passhat_args)]
     def progress() -> str:
@@ -368,6 +382,7 @@ def bench_passhat(args, ids: list[str], trials: int, model: ModelServer, tmp: Pa
     done = [r for r in rows if r.status != "running"]
     m["ended"] = len(done)
     m["reward_1"] = sum(r.reward == 1.0 for r in done)
+    m["rewards"] = {(r.task_id, r.trial_index): r.reward for r in done}
     m["not_1"] = [f"{r.task_id}/{r.trial_index}: {r.status} {r.reward} {r.termination_reason} {r.error_class or ''}"
                   for r in rows if r.reward != 1.0][:5]
     m["log"] = tmp / "passhat.err"
@@ -421,6 +436,7 @@ def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, lo
     cols = [r for r in args.runners if r in results]
     print(f"\nsetup: {args.domain}, {n} conversations ({n // trials} tasks x k={trials}), "
           f"concurrency {args.concurrency}, model latency {args.latency:g} s, {cores} cores; "
+          f"model: {model_name(args)} ({'the oracle' if args.calls is None else f'{args.calls} calls per conversation'}); "
           f"tau2 results file: {'yes' if args.tau2_save else 'no'}; "
           f"extra passhat run options: {args.passhat_args or 'none'}")
     print(f"load average (1 min): {load[0]:.1f} at start, {load[1]:.1f} at end "
@@ -453,8 +469,12 @@ def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, lo
         print(f"  {names[c]} processes: {results[c]['cmdlines']}")
     for c in cols:
         r = results[c]
-        if r["not_1"] or r["exit"] or r["ended"] < n:
+        if r["exit"] or r["ended"] < n or (r["not_1"] and args.calls is None):
             print(f"  {names[c]}: not reward 1.0 (first 5): {r['not_1']}; log: {r['log']}")
+    differ = reward_differences(results)
+    if differ is not None:
+        print(f"  rewards differ between the runners on {len(differ)} conversation(s)"
+              + (f" (first 5: {differ[:5]})" if differ else ""))
 
     waves = math.ceil(n / args.concurrency)
     any_r = results[cols[0]]
@@ -463,7 +483,7 @@ def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, lo
     longest = results.get("passhat", {}).get("longest_calls")
     if longest:
         # The formula above spreads calls evenly over conversations; the conversations
-        # are the same for both runners (the same scripted oracle), and the longest one
+        # are the same for both runners (the same scripted model), and the longest one
         # is a chain of calls no concurrency shortens.
         print(f"longest conversation: {longest} model calls one after another x {args.latency:g} s = "
               f"{longest * args.latency:.1f} s, a floor for either runner's wall time (start-up not counted)")
@@ -487,7 +507,8 @@ def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, lo
         print("\ntargets (printed, not asserted):")
         if "tau2" in results:
             ratio = results["tau2"]["wall_s"] / p["wall_s"]
-            print(f"  passhat >= {TARGET_RATIO:g}x tau2 conversations per hour (default setup): "
+            setup = "default setup, the oracle" if args.calls is None else f"{args.calls} calls per conversation"
+            print(f"  passhat >= {TARGET_RATIO:g}x tau2 conversations per hour ({setup}): "
                   f"{ratio:.2f}x  {'met' if ratio >= TARGET_RATIO else 'NOT met'}")
         cpc = p["cpu_s"] / n
         print(f"  passhat <= {TARGET_CPU_PER_CONV} CPU s per conversation: {cpc:.2f}  "
@@ -506,6 +527,15 @@ def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, lo
               f"{'met' if p['wall_s'] <= TARGET_BOUND_FACTOR * bound else 'NOT met'} {label}")
 
 
+def reward_differences(results: dict) -> list[str] | None:
+    """Conversations whose reward tau2 and passhat disagree on; None unless both ran."""
+    if "tau2" not in results or "passhat" not in results:
+        return None
+    a, b = results["tau2"]["rewards"], results["passhat"]["rewards"]
+    return [f"{t}/{k}: tau2 {a.get((t, k))} passhat {b.get((t, k))}"
+            for t, k in sorted(set(a) | set(b)) if a.get((t, k)) != b.get((t, k))]
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -513,6 +543,9 @@ def main(argv: list[str] | None = None) -> int:
     import asyncio
 
     args = parse_args(argv)
+    if args.calls is not None and args.calls < 3:
+        raise SystemExit(f"--calls must be at least 3 (the user's opening, the agent's reply, "
+                         f"the user's stop), got {args.calls}")
     # SIGTERM unwinds like Ctrl-C, so the runner, the model server and the Temporal
     # server are stopped and the work directory removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -562,7 +595,11 @@ def main(argv: list[str] | None = None) -> int:
             if status is not None:
                 server.stop()
     report(args, trials, results, bounds, hist, (load_start, os.getloadavg()[0]))
-    ok = all(r["exit"] == 0 and r["reward_1"] == args.conversations for r in results.values())
+    ended = all(r["exit"] == 0 and r["ended"] == args.conversations for r in results.values())
+    # The oracle solves every task; a fixed-length script solves what it solves, the
+    # same for both runners.
+    ok = ended and (all(r["reward_1"] == args.conversations for r in results.values())
+                    if args.calls is None else not reward_differences(results))
     return 0 if ok else 1
 
 

@@ -8,6 +8,16 @@
 so trials travel litellm's real `openai/...` path (HTTP, the OpenAI client, its errors)
 while the answers are exactly those of `scripted/oracle` and `scripted/noisy-P`.
 
+One more model name exists only here: `fixed-N` (N >= 3) makes every conversation exactly
+N model calls long, whatever the task, as in the setup issue 10 measured throughput on
+(8 model calls per conversation). The user opens with the oracle's request and stops at
+the Nth call; the agent answers with tool calls (the task's gold actions in turn, or a
+tool without required arguments when the task has none) and short replies, arranged so
+that its last reply is call N-1. Every message after the opening carries its call number
+(`[call n]` in text, `fixed-n` as a tool call's id), so each side can count the calls,
+including the agent's tool calls the user never sees. Tool calls that repeat or fail are
+part of the workload; the rewards are whatever tau2's evaluator makes of the outcome.
+
 A model call over HTTP carries none of passhat's metadata, so the responder works out
 from the request itself which task it plays and on which side:
 
@@ -36,15 +46,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import threading
 from collections import Counter
 from typing import Any, Iterable
 
-from passhat.contracts import TaskInfo
+from passhat.contracts import STOP_TOKEN, TaskInfo
 from passhat.domains.registry import get_domain
 from passhat.domains import scripted
 
 SCENARIO_TAG = "<scenario>"
+FIXED_MODEL = re.compile(r"fixed-(\d+)")
+CALL_TAG = re.compile(r"\[call (\d+)\]")
 
 
 class ScriptedHTTPError(ValueError):
@@ -195,6 +208,14 @@ class ScriptedResponder:
             messages = messages[1:]
         model = str(body.get("model", ""))
         seed = body.get("seed")
+        calls = fixed_length(model)
+        if calls is not None:
+            if SCENARIO_TAG in system:
+                return self._unique(self._user_candidates(system),
+                                    lambda _, task: fixed_user_turn(task, messages, calls))
+            tools = list(body.get("tools") or [])
+            return self._unique(self._agent_candidates(system, messages),
+                                lambda _, task: fixed_agent_turn(task, messages, tools, calls))
         if SCENARIO_TAG in system:
             return self._unique(
                 self._user_candidates(system), lambda _, task: scripted.user_turn(task, messages)
@@ -236,6 +257,69 @@ class ScriptedResponder:
             return answers[0]
         names = [f"{i.name}/{t.id}" for i, t in candidates]
         raise ScriptedHTTPError(f"request matches tasks {names} that answer differently")
+
+
+def fixed_length(model: str) -> int | None:
+    """N for a `fixed-N` model name (any provider prefix), None for every other name."""
+    match = FIXED_MODEL.fullmatch(model.rsplit("/", 1)[-1])
+    if match is None:
+        return None
+    if int(match.group(1)) < 3:
+        raise ScriptedHTTPError(f"{model}: a fixed-length conversation needs at least 3 model calls")
+    return int(match.group(1))
+
+
+def calls_so_far(messages: list[dict]) -> int:
+    """The highest call number a fixed-N conversation's messages carry (0 if none)."""
+    numbers = [int(n) for m in messages for n in CALL_TAG.findall(message_text(m.get("content")))]
+    numbers += [int(c["id"].split("-", 1)[1]) for m in messages for c in (m.get("tool_calls") or [])
+                if FIXED_MODEL.fullmatch(str(c.get("id", "")))]
+    return max(numbers, default=0)
+
+
+def fixed_user_turn(task: TaskInfo, messages: list[dict], calls: int) -> dict:
+    """The user of a fixed-N conversation: the oracle's request, then thanks, then stop."""
+    n = calls_so_far(messages) + 1
+    if n == 1:
+        return {"role": "assistant", "content": opening_request(task)}
+    if n >= calls:
+        return {"role": "assistant", "content": STOP_TOKEN}
+    return {"role": "assistant", "content": f"Thank you. Please go on. [call {n}]"}
+
+
+def fixed_agent_turn(task: TaskInfo, messages: list[dict], tools: list[dict], calls: int) -> dict:
+    """The agent of a fixed-N conversation. Its reply must be call N-1 (the user's stop is
+    call N): after the user it calls a tool unless this is call N-1; after a tool result
+    it replies, unless this is call N-2, where a reply would leave the user's turn and
+    the agent's next one past N-1, so it calls one more tool."""
+    n = max(calls_so_far(messages), 1) + 1  # the untagged opening is call 1
+    after_tool = bool(messages) and messages[-1].get("role") == "tool"
+    use_tool = n < calls - 1 and (not after_tool or n == calls - 2)
+    call = _next_tool_call(task, messages, tools) if use_tool else None
+    if call is None:
+        return {"role": "assistant", "content": f"Noted. [call {n}]"}
+    name, arguments = call
+    return {"role": "assistant", "content": None, "tool_calls": [{
+        "id": f"fixed-{n}", "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }]}
+
+
+def _next_tool_call(task: TaskInfo, messages: list[dict], tools: list[dict]) -> tuple[str, dict] | None:
+    """The task's gold actions of the agent in turn (from the first again when all are
+    done); for a task without any, the first offered tool without required arguments.
+    None if there is no such tool: the agent then replies instead, and the conversation
+    may take a call more than N."""
+    gold = [a for a in task.gold_actions if a.requestor == "assistant"]
+    made = sum(len(m.get("tool_calls") or []) for m in messages if m.get("role") == "assistant")
+    if gold:
+        action = gold[made % len(gold)]
+        return action.name, dict(action.arguments)
+    for tool in tools:
+        fn = tool.get("function") or {}
+        if not (fn.get("parameters") or {}).get("required"):
+            return fn.get("name"), {}
+    return None
 
 
 def message_text(content: Any) -> str:

@@ -16,7 +16,7 @@ from passhat.testing.scripted_http import (
     opening_request,
 )
 from tests.runs import config, run_to_end
-from passhat.contracts import AGENT_GREETING, trial_seeds
+from passhat.contracts import AGENT_GREETING, STOP_TOKEN, trial_seeds
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +116,30 @@ async def test_http_conversations_equal_in_process_ones(client, sqlite_store, mo
     assert model_server.served == sum(
         1 for convo in there.values() for m in convo[1:] if m[0] != "tool"
     )
+
+
+@pytest.mark.parametrize("calls", [3, 8, 9])
+async def test_fixed_length_conversations_make_exactly_that_many_calls(client, sqlite_store, model_server,
+                                                                       responder, calls):
+    """`openai/fixed-N` (bench/throughput.py --calls N): every conversation is N model
+    calls, whatever its task: task 44 has 20 gold actions, task 0 none (its agent calls
+    a tool that takes no arguments), task 2 four. Each ends with the user's stop."""
+    responder.latency = 0.0
+    args = json.dumps(http_args(model_server.url))
+    model = f"openai/fixed-{calls}"
+    cfg = config(task_ids=["0", "2", "44"], trials=1, concurrency=3, agent_models=[model],
+                 user_model=model, agent_args=args, user_args=args)
+    await run_to_end(client, sqlite_store, cfg)
+    trials = sqlite_store.trials(cfg.run_id)
+    assert len(trials) == 3
+    for trial in trials:
+        steps = [s for s in sqlite_store.steps(trial.trial_id) if s.model is not None]
+        assert len(steps) == calls, (trial.task_id, len(steps))
+        messages = sqlite_store.messages(trial.trial_id)
+        # 3: user, agent's reply, stop. 8: user, tool, reply, user, tool, tool, reply,
+        # stop. 9: user, tool, reply, user, tool, reply, user, reply, stop.
+        assert sum(1 for m in messages if m.tool_calls) == {3: 0, 8: 3, 9: 2}[calls], \
+            (trial.task_id, [(m.role, m.content, m.tool_calls) for m in messages])
+        assert messages[-1].role == "user" and messages[-1].content == STOP_TOKEN
+        assert trial.termination_reason == "user_stop"
+    assert model_server.served == 3 * calls
