@@ -18,7 +18,8 @@ Fault plans (``faults=``):
   * a list: entry i applies to request i (0-based, in arrival order); ``None``
     or past the end of the list means "answer normally";
   * ``RandomFaults(rate=0.25, kinds=[...], seed=1)``: each request faults with
-    probability ``rate``, kind chosen uniformly; seeded, so a run is repeatable;
+    probability ``rate``, kind chosen uniformly; seeded, so a run is repeatable (per
+    arrival order, or per request with ``key=``);
   * a callable ``(request_number, body) -> fault | None``.
 A fault is a kind string (``"429"``) or a ``Fault``/dict with parameters, e.g.
 ``Fault("429", retry_after=2)``, ``{"kind": "delay", "seconds": 0.5}``.
@@ -101,23 +102,37 @@ def as_fault(spec: Any) -> Fault | None:
 
 class RandomFaults:
     """Each request faults with probability `rate`; the RNG is seeded so that a
-    given arrival order always gets the same faults."""
+    given arrival order always gets the same faults.
 
-    def __init__(self, rate: float, kinds: Iterable[Any] = ("429", "500", "503", "drop"), seed: int = 0):
+    With `key` (a request body -> str), the draw is made per request instead: the m-th
+    sending of a request with a given key gets the same fault whatever order requests
+    arrive in. Concurrent conversations interleave differently from run to run, so only
+    this makes which calls fault, and how often each is retried, repeatable."""
+
+    def __init__(self, rate: float, kinds: Iterable[Any] = ("429", "500", "503", "drop"), seed: int = 0,
+                 key: Callable[[dict], str] | None = None):
         self.rate = rate
         self.kinds = [as_fault(k) for k in kinds]
         self.seed = seed
-        self._rng = random.Random(seed)
+        self.key = key
+        self.reset()
 
     def __call__(self, n: int, body: dict) -> Fault | None:
+        rng = self._rng
+        if self.key is not None:
+            k = self.key(body)
+            self._sent[k] += 1
+            # A str seed is hashed with SHA-512: the same draw in every process.
+            rng = random.Random(f"{self.seed}:{self._sent[k]}:{k}")
         # Always draw both numbers so the fault sequence does not depend on
         # which branch earlier requests took.
-        roll = self._rng.random()
-        pick = self._rng.choice(self.kinds)
+        roll = rng.random()
+        pick = rng.choice(self.kinds)
         return pick if roll < self.rate else None
 
     def reset(self) -> None:
         self._rng = random.Random(self.seed)
+        self._sent: Counter = Counter()
 
 
 FaultPlan = Callable[[int, dict], Any]

@@ -294,6 +294,26 @@ def test_random_plan_is_seeded_and_roughly_at_rate():
     assert set(faults) == {"429", "500", "503", "drop"}
 
 
+def test_random_plan_per_request_ignores_arrival_order():
+    """With key=, each request's m-th sending draws its own fault: two runs that send the
+    same requests (each three times) in different orders fault the same sendings."""
+    def draw(order):
+        plan = RandomFaults(rate=0.5, kinds=["429", "500", "503", "drop"], seed=1, key=lambda b: b["id"])
+        seen = {}
+        for i, rid in enumerate(order):
+            f = plan(i, {"id": rid})
+            seen.setdefault(rid, []).append(f.kind if f else None)
+        return seen
+
+    ids = [f"req-{i}" for i in range(40)]
+    forward = draw([r for r in ids for _ in range(3)])
+    backward = draw([r for _ in range(3) for r in reversed(ids)])
+    assert forward == backward
+    faulted = [k for kinds in forward.values() for k in kinds if k]
+    assert 30 < len(faulted) < 90  # about half of the 120 sendings
+    assert any(len(set(kinds)) > 1 for kinds in forward.values())  # sendings differ
+
+
 async def test_concurrent_requests_counted_consistently():
     n = 60
     async with FaultServer(faults=RandomFaults(rate=0.25, kinds=["429", "500", "empty_choices"], seed=3)) as srv:

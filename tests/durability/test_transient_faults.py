@@ -34,13 +34,17 @@ from passhat.testing.harness import (
     until,
 )
 from passhat.testing.fault_server import Fault, RandomFaults
-from passhat.testing.scripted_http import http_args
+from passhat.testing.scripted_http import http_args, request_key
 from tests.runs import config, worker_for
 
+# Drawn per request, not per arrival: the eight conversations interleave differently in
+# every run, and the failure each retried call saw last (asserted below) must not depend
+# on that.
 FAULTS = RandomFaults(
     rate=0.25,
     kinds=[Fault("429", retry_after=1), "500", Fault("503", retry_after=1), "drop", "timeout"],
     seed=11,
+    key=request_key,
 )
 
 
@@ -48,6 +52,7 @@ def sparing_empty_answers(responder):  # noqa: ANN001, ANN201
     """FAULTS, except on requests the scripted agent answers empty: those are asked again
     within one activity (tau2's resends), and a fault there would start the resends over,
     which the exact count of served calls below does not model."""
+    FAULTS.reset()
 
     def plan(n: int, body: dict):  # noqa: ANN202
         reply = responder.answer(body)
