@@ -20,7 +20,9 @@ runners must give the same ones:
 For each it prints wall time, conversations per hour, CPU seconds (in all), CPU seconds
 per conversation and peak RSS (of all its processes together: the process tree is
 sampled; RSS counts a page shared by forked processes in each, so the peak PSS, which
-splits it, is printed too); then the ratio of the two, and the latency bound of the work:
+splits it, is printed too); when, from its start, the first model call reached the model
+server and the last was answered (start-up before the one, finishing after the other);
+then the ratio of the two, and the latency bound of the work:
 ceil(conversations / concurrency) waves x model calls per conversation x latency (calls
 counted by the loopback server). The model server and the Temporal server run in
 processes of their own and are not counted in either runner's figures; their CPU is
@@ -140,18 +142,24 @@ def serve_model(domain: str, latency: float) -> None:
         def __init__(self) -> None:
             super().__init__()
             self.seen: set[bytes] = set()
+            self.first_at: float | None = None  # wall-clock times of the first and last
+            self.last_at: float | None = None  # request: where a runner's time went
 
         def append(self, body) -> None:  # noqa: ANN001
+            self.last_at = time.time()
+            self.first_at = self.first_at or self.last_at
             if isinstance(body, dict):
                 self.seen.add(hashlib.blake2b(request_key(body).encode(), digest_size=16).digest())
 
         def clear(self) -> None:
             self.seen.clear()
+            self.first_at = self.last_at = None
 
     class Server(FaultServer):
         def stats(self) -> dict:  # what GET /stats answers
             # (not under self._lock: super().stats() takes it, and it is not reentrant)
-            return {**super().stats(), "distinct": len(self._requests.seen)}
+            return {**super().stats(), "distinct": len(self._requests.seen),
+                    "first_at": self._requests.first_at, "last_at": self._requests.last_at}
 
     srv = Server(responder=ScriptedResponder([domain], latency=latency))
     srv._requests = Keys()
@@ -222,6 +230,7 @@ def measure(cmd: list[str], env: dict, timeout: float, stdout: Path, stderr: Pat
     import psutil
 
     start = time.monotonic()
+    started_at = time.time()  # wall clock, to place the model server's request times
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                 start_new_session=True)  # its own group: killable as a whole
@@ -277,6 +286,7 @@ def measure(cmd: list[str], env: dict, timeout: float, stdout: Path, stderr: Pat
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
     return {
         "wall_s": time.monotonic() - start,
+        "started_at": started_at,
         # rusage counts only the children the process waited for; the sampled sum
         # catches any it left behind (a little low: it misses the last SAMPLE_S).
         "cpu_s": max(usage.ru_utime + usage.ru_stime, sum(cpu_seen.values())),
@@ -460,6 +470,9 @@ def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, lo
     row("  per conversation", lambda r: f"{r['served'] / n:.2f}")
     row("  failed (responder errors)", lambda r: f"{r['received'] - r['served']} ({r['responder_errors']})")
     row("  re-sent (same request again)", lambda r: f"{r['received'] - r['distinct']}")
+    row("first model call, after (s)", lambda r: since_start(r, "first_at"))
+    row("last model call answered, after (s)",
+        lambda r: since_start(r, "last_at", args.latency))
     row("latency bound (s)", lambda r: f"{bounds[r['name']]:.1f}")
     row("wall / latency bound", lambda r: f"{r['wall_s'] / bounds[r['name']]:.2f}x")
     row("model server CPU (not counted)", lambda r: f"{r['model_cpu']:.1f}")
@@ -527,6 +540,12 @@ def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, lo
               f"{'met' if p['wall_s'] <= TARGET_BOUND_FACTOR * bound else 'NOT met'} {label}")
 
 
+def since_start(r: dict, key: str, plus: float = 0.0) -> str:
+    """Seconds from the runner's start to the model server's first or last request
+    (plus its answer's latency): start-up before it, the run's end after it."""
+    return "-" if r.get(key) is None else f"{r[key] + plus - r['started_at']:.1f}"
+
+
 def reward_differences(results: dict) -> list[str] | None:
     """Conversations whose reward tau2 and passhat disagree on; None unless both ran."""
     if "tau2" not in results or "passhat" not in results:
@@ -579,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
                 r["temporal_cpu"] = cpu_of(status.pid) - temporal_cpu
                 stats = model.stats()
                 r.update(name=name, served=stats["served"], received=stats["received"],
-                         distinct=stats["distinct"],
+                         distinct=stats["distinct"], first_at=stats["first_at"], last_at=stats["last_at"],
                          responder_errors=stats["counts"].get("responder_error", 0))
                 results[name] = r
                 # Waves of conversations, each as long as a conversation's model calls.
