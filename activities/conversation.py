@@ -128,10 +128,9 @@ class ConversationActivities:
     @activity.defn
     def tool_turn(self, ref: StepRef) -> StepResult:
         spec = ref.trial
-        recorded = self.store.get_step(spec.trial_id, ref.step)
+        recorded, history = self.store.step_or_history(spec.trial_id, ref.step)
         if recorded is not None:
             return recorded_result(recorded)
-        history = self.store.messages(spec.trial_id)
         pending = history[-1]
         if not pending.tool_calls:
             raise ApplicationError(
@@ -271,15 +270,14 @@ class ConversationActivities:
         """(the step's result, None) when it is recorded already, else (None, the prompt
         of its model call). In one worker thread: each hop to a thread waits for one, and
         for the GIL, behind every other conversation in this process."""
-        recorded = self.store.get_step(ref.trial.trial_id, ref.step)
+        recorded, history = self.store.step_or_history(ref.trial.trial_id, ref.step)
         if recorded is not None:
             return recorded_result(recorded), None
-        return None, self._prompt(ref, role)
+        return None, self._prompt(ref, role, history)
 
-    def _prompt(self, ref: StepRef, role: str) -> tuple[list[Message], str, list | None]:
+    def _prompt(self, ref: StepRef, role: str, history: list[Message]) -> tuple[list[Message], str, list | None]:
         spec = ref.trial
         domain = get_domain(spec.domain)
-        history = self.store.messages(spec.trial_id)
         if role == "assistant":
             return history, domain.agent_system_prompt(), domain.agent_tools()
         return history, domain.user_system_prompt(spec.task_id), domain.user_tools()

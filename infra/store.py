@@ -236,6 +236,11 @@ def step_id(trial_id: str, step: int) -> str:
     return f"{trial_id}#{step}"
 
 
+def _conversation(rows: list[StepRow]) -> list[Message]:
+    """Every step's messages, in the rows' (step) order."""
+    return [m for row in rows for m in row.message_list()]
+
+
 def _add_missing_columns(conn: Any) -> None:
     """A database written by an earlier passhat gets the nullable columns added since
     (create_all only creates missing tables). Nothing is dropped or rewritten."""
@@ -725,7 +730,17 @@ class Store:
 
     def messages(self, trial_id: str) -> list[Message]:
         """The conversation so far: every step's messages, in step order."""
-        return [m for row in self.steps(trial_id) for m in row.message_list()]
+        return _conversation(self.steps(trial_id))
+
+    def step_or_history(self, trial_id: str, step: int) -> tuple[StepRow | None, list[Message]]:
+        """What a step's activity needs, in one read: (the step's row, []) when it is
+        recorded already (a retried attempt), else (None, the conversation so far: every
+        step's messages, in step order)."""
+        rows = self.steps(trial_id)
+        for row in rows:
+            if row.step == step:
+                return row, []
+        return None, _conversation(rows)
 
     def count_steps(self, trial_id: str) -> int:
         with self._session(read_only=True) as s:

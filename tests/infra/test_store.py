@@ -59,6 +59,20 @@ def test_record_step_is_idempotent(store):
     assert store.count_steps(spec.trial_id) == 1
 
 
+def test_step_or_history_reads_a_recorded_step_or_the_conversation_before_it(store):
+    spec = make_spec()
+    store.record_step(spec.trial_id, "r1", 0, "user", [msg("hi", role="user")])
+    store.record_step(spec.trial_id, "r1", 1, "assistant", [msg("hello")])
+    store.record_step(make_spec(task_id="t2").trial_id, "r1", 2, "user", [msg("other")])
+
+    row, history = store.step_or_history(spec.trial_id, 1)  # a retried attempt of step 1
+    assert (row.step, [m.content for m in row.message_list()], history) == (1, ["hello"], [])
+
+    row, history = store.step_or_history(spec.trial_id, 2)  # the next step
+    assert row is None
+    assert [(m.role, m.content) for m in history] == [("user", "hi"), ("assistant", "hello")]
+
+
 def test_concurrent_record_step_same_key_writes_once(store):
     spec = make_spec()
     store.begin_trial(spec)
