@@ -93,21 +93,43 @@ def backoff_delay(attempt: int, ref: StepRef, retry_after_s: float | None) -> ti
     return timedelta(seconds=delay)
 
 
-async def _with_heartbeat(awaitable: Awaitable[T], every_s: float) -> T:
-    """Await slow work (preparing a prompt, a model call) while telling Temporal the
-    worker is alive, so a killed worker's call is retried after the heartbeat timeout
-    rather than the call timeout. When the activity is cancelled, so is the work: an HTTP
-    call in flight is closed rather than left running (and billing)."""
-    activity.heartbeat()
-    task = asyncio.ensure_future(awaitable)
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=every_s)
-            if done:
-                return task.result()
-            activity.heartbeat()
-    finally:
-        task.cancel()
+def heartbeat_every_s(spec: TrialSpec) -> float:
+    """A third of the heartbeat timeout: one late or lost heartbeat does not time out the
+    attempt of a worker that is alive."""
+    return max(1.0, spec.retry.heartbeat_timeout_s / 3)
+
+
+class Heartbeat:
+    """The heartbeats of one activity attempt: sent while slow work is awaited, at most
+    every every_s, counted from the attempt's start across all the work it awaits.
+
+    Temporal's heartbeat timeout runs from the start of the attempt, so no heartbeat is
+    due before every_s: a step that ends sooner (most model calls) sends none. Each one
+    is a request to the Temporal server and a write of the workflow's state: one per
+    model call was 12% of the server's requests on the throughput bench."""
+
+    def __init__(self, every_s: float):
+        self.every_s = every_s
+        self._last = time.monotonic()
+
+    async def around(self, awaitable: Awaitable[T]) -> T:
+        """Await slow work (preparing a prompt, a model call) while telling Temporal the
+        worker is alive, so a killed worker's call is retried after the heartbeat
+        timeout rather than the call timeout. When the activity is cancelled, so is the
+        work: an HTTP call in flight is closed rather than left running (and billing)."""
+        task = asyncio.ensure_future(awaitable)
+        try:
+            while True:
+                due_in = self._last + self.every_s - time.monotonic()
+                if due_in <= 0:
+                    activity.heartbeat()
+                    self._last = time.monotonic()
+                    continue
+                done, _ = await asyncio.wait({task}, timeout=due_in)
+                if done:
+                    return task.result()
+        finally:
+            task.cancel()
 
 
 class ConversationActivities:
@@ -155,11 +177,10 @@ class ConversationActivities:
 
     async def _model_turn(self, ref: StepRef, role: llm.Perspective) -> StepResult:
         spec = ref.trial
-        every_s = max(1.0, spec.retry.heartbeat_timeout_s / 3)
-        # Temporal's heartbeat timeout runs from the start of the attempt, so everything
-        # that may be slow heartbeats: the store (busy, or down), loading a domain's data
-        # the first time (seconds), and a worker whose threads are all taken.
-        recorded, prompt = await _with_heartbeat(asyncio.to_thread(self._prepare, ref, role), every_s)
+        # Everything that may be slow heartbeats: the store (busy, or down), loading a
+        # domain's data the first time (seconds), and a worker whose threads are all taken.
+        heartbeat = Heartbeat(heartbeat_every_s(spec))
+        recorded, prompt = await heartbeat.around(asyncio.to_thread(self._prepare, ref, role))
         if recorded is not None:
             return recorded
         history, system, tools = prompt
@@ -188,7 +209,7 @@ class ConversationActivities:
         }
         try:
             with tracing.span(f"chat {model}", spec.trial_id, span_attributes, SpanKind.CLIENT) as span:
-                reply = await _with_heartbeat(
+                reply = await heartbeat.around(
                     llm.complete(
                         model,
                         [{"role": "system", "content": system}] + llm.view_for(role, history),
@@ -200,7 +221,6 @@ class ConversationActivities:
                         timeout_s=spec.retry.model_call_timeout_s,
                         empty_retries=EMPTY_REPLY_RETRIES,
                     ),
-                    every_s=every_s,
                 )
                 span.set_attributes({
                     "gen_ai.response.model": reply.model or model,
@@ -222,12 +242,13 @@ class ConversationActivities:
                 ) from None  # the provider's exception, unredacted, stays out of the failure
             # The model's own failure: recorded as its step, and the conversation ends.
             return await self._record_paid(
-                ref, role, [Message(role=role)],
+                ref, heartbeat, role, [Message(role=role)],
                 model=model, failure_class=err.error_class, failure=str(err),
             )
         failure_class, failure = model_failure(reply.message, spec) or (None, None)
         return await self._record_paid(
             ref,
+            heartbeat,
             role,
             [reply.message],
             model=reply.model or model,
@@ -240,7 +261,8 @@ class ConversationActivities:
             failure=failure,
         )
 
-    async def _record_paid(self, ref: StepRef, role: str, messages: list[Message], **details) -> StepResult:  # noqa: ANN003
+    async def _record_paid(self, ref: StepRef, heartbeat: Heartbeat, role: str, messages: list[Message],
+                           **details) -> StepResult:  # noqa: ANN003
         """Record a step whose model call has been made (and paid for). A store that is
         down is waited out here, heartbeating, for as long as bookkeeping may retry:
         failing the activity would throw the answer away and pay for the call again."""
@@ -254,16 +276,13 @@ class ConversationActivities:
         delay = retry.initial_interval_s
         while True:
             try:
-                return await _with_heartbeat(
-                    asyncio.to_thread(self._record, ref, role, messages, **details),
-                    max(1.0, retry.heartbeat_timeout_s / 3),
-                )
+                return await heartbeat.around(asyncio.to_thread(self._record, ref, role, messages, **details))
             except StoreError as err:
                 if time.monotonic() + delay > deadline:
                     raise
                 activity.logger.warning("step %s#%s not recorded yet, retrying in %.0fs: %s",
                                         ref.trial.trial_id, ref.step, delay, err)
-                await _with_heartbeat(asyncio.sleep(delay), max(1.0, retry.heartbeat_timeout_s / 3))
+                await heartbeat.around(asyncio.sleep(delay))
                 delay = min(delay * retry.backoff, retry.max_interval_s)
 
     def _prepare(self, ref: StepRef, role: str) -> tuple[StepResult | None, tuple | None]:

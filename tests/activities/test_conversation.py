@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from passhat.activities.conversation import ConversationActivities, _with_heartbeat
+from passhat.activities.conversation import ConversationActivities, Heartbeat
 from passhat.contracts import AGENT_GREETING, Message, StepRef, StepResult, TaskUnit
 
 
@@ -60,7 +61,7 @@ async def test_a_cancelled_activity_cancels_its_model_call():
         return "never"
 
     async def activity_body() -> str:
-        return await _with_heartbeat(slow_model_call(), every_s=0.05)
+        return await Heartbeat(every_s=0.05).around(slow_model_call())
 
     env = ActivityEnvironment()
     running = asyncio.ensure_future(env.run(activity_body))
@@ -69,6 +70,36 @@ async def test_a_cancelled_activity_cancels_its_model_call():
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(running, 10)
     assert cancelled.is_set()
+
+
+async def test_heartbeats_are_sent_only_when_due_counted_across_the_attempt():
+    """No heartbeat before every_s (Temporal times the attempt from its start, and each
+    heartbeat is a server request and write); once due, the next awaited work sends one
+    at once, however short it is, because the time counts across all of the attempt."""
+    beats: list[str] = []
+    beat = asyncio.Event()
+
+    def on_heartbeat(*_: object) -> None:
+        beats.append("beat")
+        beat.set()
+
+    async def block_the_loop() -> None:
+        time.sleep(0.1)  # longer than every_s, and no heartbeat can be sent meanwhile
+
+    async def activity_body() -> list[int]:
+        await Heartbeat(every_s=60).around(asyncio.sleep(0))
+        counts = [len(beats)]  # a step shorter than every_s: none
+        slow = Heartbeat(every_s=0.05)
+        await slow.around(asyncio.wait_for(beat.wait(), 10))  # ends once one was sent
+        counts.append(min(len(beats), 1))
+        await slow.around(block_the_loop())
+        beats.clear()
+        await slow.around(asyncio.sleep(0))  # the next work, however short: one at once
+        return [*counts, len(beats)]
+
+    env = ActivityEnvironment()
+    env.on_heartbeat = on_heartbeat
+    assert await env.run(activity_body) == [0, 1, 1]
 
 
 async def test_a_paid_answer_waits_out_a_store_that_is_down(sqlite_store, monkeypatch):
