@@ -33,11 +33,14 @@ printed separately (Temporal's is part of passhat's cost in practice).
     python bench/throughput.py --conversations 10 --concurrency 5 --latency 0.2   # quick
     python bench/throughput.py --large --runners passhat                          # skip tau2
     python bench/throughput.py --calls 8            # every conversation 8 model calls
+    python bench/throughput.py --calls 8 --repeat 3 # 3 rounds; the median one in full
 
 More conversations than the domain has tasks run every task with k trials (the count
 must then be a multiple of the number of tasks). Also printed: the Temporal history
 (events, bytes) of a sample of trial workflows, and the targets, which are printed and
-never asserted. The machine's load average is printed too: on a shared machine other
+never asserted. With --repeat, each round runs every runner once, a line per round gives
+its wall times and ratio, and the round with the median ratio is reported in full (its
+targets too). The machine's load average is printed too: on a shared machine other
 processes take CPU from both runners, so compare figures from one invocation only.
 Loopback only; every runner is bounded by --timeout.
 """
@@ -94,7 +97,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--history-sample", type=int, default=10,
                     help="trial workflows whose Temporal history is fetched (0: none)")
     ap.add_argument("--timeout", type=float, default=3600, help="bound on each runner (s)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds of all the runners, one after the other; the round with the "
+                         "median ratio is reported in full (a noisy machine's figures vary "
+                         "from one run to the next)")
     args = ap.parse_args(argv)
+    if args.repeat < 1:
+        ap.error(f"--repeat must be at least 1, got {args.repeat}")
     args.conversations = args.conversations or (1000 if args.large else 50)
     args.concurrency = args.concurrency or (100 if args.large else 30)
     args.runners = [r.strip() for r in args.runners.split(",") if r.strip()]
@@ -573,8 +582,7 @@ def main(argv: list[str] | None = None) -> int:
     from passhat.testing.harness import free_ports
 
     load_start = os.getloadavg()[0]
-    results: dict[str, dict] = {}
-    bounds: dict[str, float] = {}
+    rounds: list[tuple[dict[str, dict], dict[str, float], str]] = []  # results, bounds, run id
     hist = None
     with tempfile.TemporaryDirectory(prefix="passhat-throughput-") as tmp_name:
         tmp = Path(tmp_name)
@@ -585,27 +593,35 @@ def main(argv: list[str] | None = None) -> int:
         status = None
         try:
             status = asyncio.run(server.start())
-            run_id = f"throughput-{uuid.uuid4().hex[:6]}"
-            for name in args.runners:
-                print(f"running {name} ...", flush=True)
-                model.reset()
-                model_cpu, temporal_cpu = model.cpu(), cpu_of(status.pid)
-                if name == "tau2":
-                    r = bench_tau2(args, ids, trials, model, tmp)
-                else:
-                    r = bench_passhat(args, ids, trials, model, tmp, server.address, run_id)
-                r["model_cpu"] = model.cpu() - model_cpu
-                r["temporal_cpu"] = cpu_of(status.pid) - temporal_cpu
-                stats = model.stats()
-                r.update(name=name, served=stats["served"], received=stats["received"],
-                         distinct=stats["distinct"], first_at=stats["first_at"], last_at=stats["last_at"],
-                         responder_errors=stats["counts"].get("responder_error", 0))
-                results[name] = r
-                # Waves of conversations, each as long as a conversation's model calls.
-                bounds[name] = (math.ceil(args.conversations / args.concurrency)
-                                * r["served"] / args.conversations * args.latency)
-                print(f"  {name}: {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU, "
-                      f"{r['ended']} ended, {r['reward_1']} with reward 1.0", flush=True)
+            for i in range(args.repeat):
+                work = tmp / f"round-{i + 1}" if args.repeat > 1 else tmp
+                work.mkdir(exist_ok=True)
+                run_id = f"throughput-{uuid.uuid4().hex[:6]}"
+                results: dict[str, dict] = {}
+                bounds: dict[str, float] = {}
+                for name in args.runners:
+                    print(f"running {name}" + (f" (round {i + 1} of {args.repeat})" if args.repeat > 1 else "")
+                          + " ...", flush=True)
+                    model.reset()
+                    model_cpu, temporal_cpu = model.cpu(), cpu_of(status.pid)
+                    if name == "tau2":
+                        r = bench_tau2(args, ids, trials, model, work)
+                    else:
+                        r = bench_passhat(args, ids, trials, model, work, server.address, run_id)
+                    r["model_cpu"] = model.cpu() - model_cpu
+                    r["temporal_cpu"] = cpu_of(status.pid) - temporal_cpu
+                    stats = model.stats()
+                    r.update(name=name, served=stats["served"], received=stats["received"],
+                             distinct=stats["distinct"], first_at=stats["first_at"], last_at=stats["last_at"],
+                             responder_errors=stats["counts"].get("responder_error", 0))
+                    results[name] = r
+                    # Waves of conversations, each as long as a conversation's model calls.
+                    bounds[name] = (math.ceil(args.conversations / args.concurrency)
+                                    * r["served"] / args.conversations * args.latency)
+                    print(f"  {name}: {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU, "
+                          f"{r['ended']} ended, {r['reward_1']} with reward 1.0", flush=True)
+                rounds.append((results, bounds, run_id))
+            results, bounds, run_id = median_round(rounds)
             if "passhat" in results and args.history_sample and results["passhat"]["ended"]:
                 hist = asyncio.run(histories(server.address, results["passhat"]["db_url"], run_id,
                                              args.history_sample))
@@ -613,14 +629,45 @@ def main(argv: list[str] | None = None) -> int:
             model.stop()
             if status is not None:
                 server.stop()
+    if args.repeat > 1:
+        report_rounds(args, rounds, results)
     report(args, trials, results, bounds, hist, (load_start, os.getloadavg()[0]))
-    ended = all(r["exit"] == 0 and r["ended"] == args.conversations for r in results.values())
+    every = [r for res, _, _ in rounds for r in res.values()]
+    ended = all(r["exit"] == 0 and r["ended"] == args.conversations for r in every)
     # The oracle solves every task; a fixed-length script solves what it solves, the
     # same for both runners.
-    ok = ended and (all(r["reward_1"] == args.conversations for r in results.values())
-                    if args.calls is None else not reward_differences(results))
+    ok = ended and (all(r["reward_1"] == args.conversations for r in every)
+                    if args.calls is None else not any(reward_differences(res) for res, _, _ in rounds))
     return 0 if ok else 1
 
+
+def round_ratio(results: dict) -> float | None:
+    """tau2's wall time over passhat's: passhat's conversations per hour over tau2's."""
+    if "tau2" in results and "passhat" in results:
+        return results["tau2"]["wall_s"] / results["passhat"]["wall_s"]
+    return None
+
+
+def median_round(rounds: list) -> tuple:
+    """The round with the median ratio (the lower of the middle two for an even count);
+    without both runners, the one with the median wall time of the first runner."""
+    def key(entry: tuple) -> float:
+        results = entry[0]
+        ratio = round_ratio(results)
+        return ratio if ratio is not None else next(iter(results.values()))["wall_s"]
+
+    return sorted(rounds, key=key)[(len(rounds) - 1) // 2]
+
+
+def report_rounds(args, rounds: list, shown: dict) -> None:  # noqa: ANN001
+    n = args.conversations
+    print(f"\n{len(rounds)} rounds, each runner one after the other in every round:")
+    for i, (results, _, _) in enumerate(rounds, 1):
+        walls = ", ".join(f"{name} {r['wall_s']:.1f} s wall ({r['cpu_s'] / n:.2f} CPU s/conv)"
+                          for name, r in results.items())
+        ratio = round_ratio(results)
+        print(f"  round {i}: {walls}" + (f"; ratio {ratio:.2f}x" if ratio is not None else "")
+              + ("   <- reported below (the median)" if results is shown else ""))
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["_model-server"]:
