@@ -133,8 +133,8 @@ class RetryConfig(BaseModel):
     backoff: float = 2.0
     max_interval_s: float = 60.0
     model_call_timeout_s: float = 300.0
-    # A model call heartbeats every third of this: a killed worker's call is retried
-    # elsewhere after at most this long.
+    # A model call heartbeats every third of this (none if it answers sooner): a killed
+    # worker's call is retried elsewhere after at most this long.
     heartbeat_timeout_s: float = 10.0
     # How long bookkeeping (the results store) is retried before a trial gives up: a
     # store that is down for a few minutes is waited out.
