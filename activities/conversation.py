@@ -94,8 +94,9 @@ def backoff_delay(attempt: int, ref: StepRef, retry_after_s: float | None) -> ti
 
 
 def heartbeat_every_s(spec: TrialSpec) -> float:
-    """A third of the heartbeat timeout: one late or lost heartbeat does not time out the
-    attempt of a worker that is alive."""
+    """A third of the heartbeat timeout, so that a live worker's heartbeat reaches the
+    server well within it (Temporal's SDK holds back one sent less than 0.8 of the
+    timeout after the previous one)."""
     return max(1.0, spec.retry.heartbeat_timeout_s / 3)
 
 
