@@ -49,3 +49,24 @@ async def test_large_runs_continue_as_new_in_batches(client, sqlite_store):
     assert first.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
     started = [e for e in first.events if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED]
     assert len(started) == 2
+
+
+async def test_a_task_records_its_outcome_in_the_workflow_task_that_saw_its_trials_end(client, sqlite_store):
+    """The task's outcome is written by a local activity: no activity task, and no
+    workflow task more, between the last trial's end and the task's."""
+    from temporalio.api.enums.v1 import EventType
+
+    cfg = config(task_ids=["1"], trials=2)
+    await run_to_end(client, sqlite_store, cfg)
+    [unit] = cfg.units()
+    history = await client.get_workflow_handle(unit.task_workflow_id).fetch_history()
+    types = [e.event_type for e in history.events]
+    markers = [e.marker_recorded_event_attributes.marker_name for e in history.events
+               if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in types
+    assert "core_local_activity" in markers
+    last_trial_end = max(i for i, t in enumerate(types)
+                         if t == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED)
+    assert types[last_trial_end:].count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) == 1
+    [outcome] = sqlite_store.task_results(cfg.run_id)  # and it was recorded
+    assert (outcome.task_id, outcome.trials) == ("1", 2)
