@@ -669,6 +669,7 @@ def report_rounds(args, rounds: list, shown: dict) -> None:  # noqa: ANN001
         print(f"  round {i}: {walls}" + (f"; ratio {ratio:.2f}x" if ratio is not None else "")
               + ("   <- reported below (the median)" if results is shown else ""))
 
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["_model-server"]:
         serve_model(sys.argv[2], float(sys.argv[3]))
