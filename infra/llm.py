@@ -54,13 +54,10 @@ class ModelCallError(Exception):
 
 
 # What litellm (1.106) imports lazily in its first chat call with tools: openai's client
-# (about half a CPU second), the MCP bridge it checks every call with tools against
-# (more than half a second: mcp, its server, litellm's proxy types), and the proxy and
-# logging helpers the call path touches.
+# (about half a CPU second), and the proxy and logging helpers the call path touches.
+# (Its MCP bridge, another half second and more, is never loaded: see _complete_once.)
 FIRST_CALL_MODULES = (
     "openai.resources",
-    "litellm.responses.mcp.chat_completions_handler",
-    "litellm.responses.mcp.litellm_proxy_mcp_handler",
     "litellm.proxy.openai_files_endpoints.common_utils",
     "litellm.proxy.guardrails.exception_utils",
     "litellm._service_logger",
@@ -240,6 +237,11 @@ async def _complete_once(
             tool_choice="auto" if tools else None,
             metadata=metadata,
             drop_params=True,
+            # passhat's tools are always function tools. Without this, litellm imports
+            # its MCP bridge (mcp, its server, litellm's proxy types: 0.6 CPU s) to look
+            # for litellm-proxy MCP tools in every call with tools. litellm strips the
+            # flag from what it sends.
+            _skip_mcp_handler=True,
             **args,
         )
     except Exception as exc:  # classified, then re-raised as ModelCallError

@@ -169,7 +169,12 @@ with FaultServer() as srv:
         "openai/m", [{{"role": "user", "content": "hi"}}], tools={tools!r}, role="assistant",
         model_args={{"api_base": srv.url + "/v1", "api_key": "x"}}, metadata={{}}, seed=7,
     ))
+    sent = srv.requests
 assert reply.message.content, reply
+# litellm's MCP bridge is skipped (passhat's tools are function tools), and litellm
+# keeps the flag that skips it out of the request.
+assert "mcp" not in sys.modules, "litellm loaded its MCP bridge"
+assert len(sent) == 1 and not [k for k in sent[0] if "mcp" in k], sorted(sent[0])
 print(json.dumps(sorted(set(sys.modules) - before)))
 """
 
@@ -177,7 +182,8 @@ print(json.dumps(sorted(set(sys.modules) - before)))
 def test_a_preloaded_process_imports_nothing_in_its_first_model_call():
     # Worker processes are forked after load_client_modules: whatever litellm still
     # imports in a first call, each of them imports again, every conversation's first
-    # call waiting for it while the run starts (1-2 CPU s per process).
+    # call waiting for it while the run starts (1-2 CPU s per process). Nor is litellm's
+    # MCP bridge loaded, in the parent or in a call (0.6 CPU s of every run's start).
     import json
     import os
     import subprocess
