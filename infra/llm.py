@@ -238,7 +238,7 @@ async def _complete_once(
             metadata=metadata,
             drop_params=True,
             # passhat's tools are always function tools. Without this, litellm imports
-            # its MCP bridge (mcp, its server, litellm's proxy types: 0.6 CPU s) to look
+            # its MCP bridge (mcp, its server, litellm's proxy types: 0.6-1 CPU s) to look
             # for litellm-proxy MCP tools in every call with tools. litellm strips the
             # flag from what it sends.
             _skip_mcp_handler=True,

@@ -183,7 +183,7 @@ def test_a_preloaded_process_imports_nothing_in_its_first_model_call():
     # Worker processes are forked after load_client_modules: whatever litellm still
     # imports in a first call, each of them imports again, every conversation's first
     # call waiting for it while the run starts (1-2 CPU s per process). Nor is litellm's
-    # MCP bridge loaded, in the parent or in a call (0.6 CPU s of every run's start).
+    # MCP bridge loaded, in the parent or in a call (0.6-1 CPU s of every run's start).
     import json
     import os
     import subprocess
