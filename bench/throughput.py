@@ -509,8 +509,8 @@ def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, lo
         # is a chain of calls no concurrency shortens.
         print(f"longest conversation: {longest} model calls one after another x {args.latency:g} s = "
               f"{longest * args.latency:.1f} s, a floor for either runner's wall time (start-up not counted)")
-    if "tau2" in results and "passhat" in results:
-        ratio = results["tau2"]["wall_s"] / results["passhat"]["wall_s"]
+    ratio = round_ratio(results)
+    if ratio is not None:
         print(f"ratio passhat / tau2 conversations per hour: {ratio:.2f}x; "
               f"CPU per conversation: {results['passhat']['cpu_s'] / results['tau2']['cpu_s']:.2f}x; "
               f"peak RSS: {results['passhat']['peak_rss'] / results['tau2']['peak_rss']:.2f}x")
@@ -527,8 +527,7 @@ def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, lo
     if "passhat" in results:
         p = results["passhat"]
         print("\ntargets (printed, not asserted):")
-        if "tau2" in results:
-            ratio = results["tau2"]["wall_s"] / p["wall_s"]
+        if ratio is not None:
             setup = "default setup, the oracle" if args.calls is None else f"{args.calls} calls per conversation"
             print(f"  passhat >= {TARGET_RATIO:g}x tau2 conversations per hour ({setup}): "
                   f"{ratio:.2f}x  {'met' if ratio >= TARGET_RATIO else 'NOT met'}")

@@ -55,7 +55,7 @@ class ModelCallError(Exception):
 
 # What litellm (1.106) imports lazily in its first chat call with tools: openai's client
 # (about half a CPU second), and the proxy and logging helpers the call path touches.
-# (Its MCP bridge, another half second and more, is never loaded: see _complete_once.)
+# (Its MCP bridge, 0.6-1 CPU s more, is never loaded: see _complete_once.)
 FIRST_CALL_MODULES = (
     "openai.resources",
     "litellm.proxy.openai_files_endpoints.common_utils",
