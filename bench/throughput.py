@@ -528,8 +528,9 @@ def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, lo
         p = results["passhat"]
         print("\ntargets (printed, not asserted):")
         if ratio is not None:
-            setup = f"{args.calls} calls per conversation"
-            if args.calls is None:
+            if args.calls is not None:
+                setup = f"{args.calls} calls per conversation"
+            else:
                 setup = "the oracle"
                 if p.get("first_at") is not None and p.get("longest_calls"):
                     # Its longest conversation is a chain of calls that begins after
