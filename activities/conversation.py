@@ -30,9 +30,8 @@ from passhat.contracts import (
     TrialSpec,
     provider_of,
 )
-from passhat.domains import scripted
 from passhat.domains.registry import get_domain
-from passhat.infra import llm, tracing
+from passhat.infra import llm, scripted_provider, tracing
 from passhat.infra.store import Store, StoreError
 
 T = TypeVar("T")
@@ -138,7 +137,7 @@ class ConversationActivities:
         self.store = store
         # The offline models answer through litellm like any provider; they must be
         # registered in every process that makes model calls.
-        scripted.register()
+        scripted_provider.register(lambda domain, task_id: get_domain(domain).task(task_id))
 
     @activity.defn
     async def agent_turn(self, ref: StepRef) -> StepResult:

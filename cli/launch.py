@@ -68,12 +68,12 @@ def refuse_secrets(args: dict[str, Any], option: str) -> None:
 def check_model(model: str, option: str) -> None:
     """Refuse a model string litellm cannot route before anything is started."""
     from passhat.infra import llm  # noqa: F401  (sets litellm's offline price list)
-    from passhat.domains import scripted
+    from passhat.infra import scripted_provider
 
-    if model.startswith(f"{scripted.PROVIDER}/"):
+    if model.startswith(f"{scripted_provider.PROVIDER}/"):
         try:
-            scripted.parse_name(model.split("/", 1)[1])
-        except scripted.ScriptedModelError as err:
+            scripted_provider.parse_name(model.split("/", 1)[1])
+        except scripted_provider.ScriptedModelError as err:
             raise UserInputError(f"{option}: {err}")
         return
     import litellm

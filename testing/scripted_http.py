@@ -25,15 +25,15 @@ from the request itself which task it plays and on which side:
     `<scenario>` block), the agent otherwise;
   * domain and task: for the user, the task whose `user_scenario` appears in that system
     prompt; for the agent, the domain whose agent system prompt it is and the task whose
-    opening request (what `passhat.domains.scripted.user_turn` says first, which ends
-    with the task id) is the first user-role message. When several tasks match (some
+    opening request (what `passhat.infra.scripted_provider.user_turn` says first, which
+    ends with the task id) is the first user-role message. When several tasks match (some
     share a scenario), the answer is used if every candidate gives the same one, and the
     request fails with an explanation if not.
 
-The answers come from passhat.domains.scripted.agent_turn / user_turn; the model name
-(`oracle`, `noisy-P`), the request's `seed` and the task decide whether a noisy agent
-succeeds, with the same seeded draw passhat.domains.scripted uses, so a trial answers the
-same over HTTP as in process.
+The answers come from passhat.infra.scripted_provider.agent_turn / user_turn; the model
+name (`oracle`, `noisy-P`), the request's `seed` and the task decide whether a noisy
+agent succeeds, with the same seeded draw passhat.infra.scripted_provider uses, so a
+trial answers the same over HTTP as in process.
 
 `latency` delays each answer on the server's event loop (other requests proceed).
 `freeze()` makes answers wait at a gate (after their latency) until `thaw()`: tests use
@@ -53,7 +53,7 @@ from typing import Any, Iterable
 
 from passhat.contracts import STOP_TOKEN, TaskInfo
 from passhat.domains.registry import get_domain
-from passhat.domains import scripted
+from passhat.infra import scripted_provider
 
 SCENARIO_TAG = "<scenario>"
 FIXED_MODEL = re.compile(r"fixed-(\d+)")
@@ -65,19 +65,19 @@ class ScriptedHTTPError(ValueError):
 
 
 def opening_request(task: TaskInfo) -> str:
-    """What the scripted user says first: exactly passhat.domains.scripted.user_turn's opening."""
-    return scripted.user_turn(task, [])["content"]
+    """What the scripted user says first: exactly scripted_provider.user_turn's opening."""
+    return scripted_provider.user_turn(task, [])["content"]
 
 
 def success_probability(model: str) -> float:
     """`oracle` -> 1.0, `noisy-P` -> P; an `openai/` (or any) provider prefix is ignored."""
-    return scripted.parse_name(model.rsplit("/", 1)[-1])
+    return scripted_provider.parse_name(model.rsplit("/", 1)[-1])
 
 
 def noisy_succeeds(model: str, seed: int | None, domain: str, task_id: str) -> bool:
     """Whether a scripted agent of this model name succeeds on this trial of this task:
-    the same seeded draw as passhat.domains.scripted."""
-    return scripted.agent_succeeds(success_probability(model), seed, domain, task_id)
+    the same seeded draw as passhat.infra.scripted_provider."""
+    return scripted_provider.agent_succeeds(success_probability(model), seed, domain, task_id)
 
 
 def expected_reward(model: str, seed: int | None, domain: str, task_id: str) -> float:
@@ -218,13 +218,13 @@ class ScriptedResponder:
                                 lambda _, task: fixed_agent_turn(task, messages, tools, calls))
         if SCENARIO_TAG in system:
             return self._unique(
-                self._user_candidates(system), lambda _, task: scripted.user_turn(task, messages)
+                self._user_candidates(system), lambda _, task: scripted_provider.user_turn(task, messages)
             )
 
         def agent(index: _DomainIndex, task: TaskInfo) -> dict:
             if not noisy_succeeds(model, seed, index.name, task.id):
                 return {"role": "assistant", "content": ""}
-            return scripted.agent_turn(task, messages)
+            return scripted_provider.agent_turn(task, messages)
 
         return self._unique(self._agent_candidates(system, messages), agent)
 

@@ -87,7 +87,7 @@ async def test_run_survives_repeated_worker_sigkill(passhat_procs, model_server,
     assert store_integrity(store, config) == []
     assert {r["agent_model"] for r in summary["results"]} == set(config.agent_models)
     # The rewards an uninterrupted run with these seeds gets: oracle 1.0, noisy-0.7 the
-    # seeded draw of passhat.domains.scripted (computed, not taken from another run).
+    # seeded draw of passhat.infra.scripted_provider (computed, not taken from another run).
     want = expected_rewards(config)
     assert rewards(store, RUN_ID) == want
     assert 0 < sum(want.values()) < len(want)  # both outcomes occur: the check has teeth

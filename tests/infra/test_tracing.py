@@ -10,7 +10,7 @@ from collections import defaultdict
 from urllib.parse import quote
 
 from passhat.domains.registry import get_domain
-from passhat.domains import scripted
+from passhat.infra import scripted_provider
 from passhat.infra.store import Store
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.scripted_http import http_args
@@ -23,7 +23,7 @@ AGENT = "openai/agent"
 
 
 def oracle_agent(body: dict) -> dict:
-    return scripted.agent_turn(get_domain("airline").task(TASK), body["messages"])
+    return scripted_provider.agent_turn(get_domain("airline").task(TASK), body["messages"])
 
 
 def test_one_trace_per_trial_with_genai_spans_and_the_failing_step(temporal_server, tmp_path):

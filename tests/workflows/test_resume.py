@@ -13,7 +13,7 @@ from temporalio.testing import ActivityEnvironment
 from passhat.activities.conversation import ConversationActivities
 from passhat.cli.launch import cancel_run, follow, start_run
 from passhat.domains.registry import get_domain
-from passhat.domains import scripted
+from passhat.infra import scripted_provider
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import trial_specs, until
 from passhat.testing.scripted_http import ScriptedResponder, message_text, opening_request
@@ -24,7 +24,7 @@ TASK = "0"
 
 
 def oracle_agent(body: dict) -> dict:
-    return scripted.agent_turn(get_domain("airline").task(TASK), body["messages"])
+    return scripted_provider.agent_turn(get_domain("airline").task(TASK), body["messages"])
 
 
 def http_config(srv, **overrides):

@@ -12,7 +12,9 @@ custom-provider hook, so they travel the same code path as any real provider.
 - A `latency` model argument (seconds) delays every answer, to measure throughput.
 
 The model learns which task it plays from the call's litellm `metadata`
-({"passhat": {"domain", "task_id"}}), which passhat sends with every call.
+({"passhat": {"domain", "task_id"}}), which passhat sends with every call, and reads
+the task through the lookup given to `register` (the domains sit beside infra, not
+below it).
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ import random
 import re
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 from passhat.contracts import STOP_TOKEN, TaskInfo
+
+# A task by (domain name, task id).
+TaskLookup = Callable[[str, str], TaskInfo]
 
 PROVIDER = "scripted"
 _TAG = re.compile(r"\[gold-(\d+)\]")
@@ -36,8 +41,9 @@ class ScriptedModelError(ValueError):
     pass
 
 
-def register() -> None:
-    """Add the provider to litellm once per process."""
+def register(task_of: TaskLookup) -> None:
+    """Add the provider to litellm once per process; its models find the task they play
+    with `task_of`."""
     global _registered
     if _registered:
         return
@@ -46,12 +52,12 @@ def register() -> None:
 
     class ScriptedLLM(CustomLLM):
         def completion(self, model, messages, *args, **kwargs):  # noqa: ANN001
-            reply, latency = _answer(model, messages, kwargs)
+            reply, latency = _answer(task_of, model, messages, kwargs)
             time.sleep(latency)
             return reply
 
         async def acompletion(self, model, messages, *args, **kwargs):  # noqa: ANN001
-            reply, latency = _answer(model, messages, kwargs)
+            reply, latency = _answer(task_of, model, messages, kwargs)
             await asyncio.sleep(latency)
             return reply
 
@@ -81,7 +87,7 @@ def agent_succeeds(success_p: float, seed: int | None, domain: str, task_id: str
     return success_p >= 1.0 or random.Random(f"{seed}/{domain}/{task_id}").random() < success_p
 
 
-def _answer(model: str, messages: list[dict], kwargs: dict) -> tuple[Any, float]:
+def _answer(task_of: TaskLookup, model: str, messages: list[dict], kwargs: dict) -> tuple[Any, float]:
     import litellm
 
     params = kwargs.get("optional_params") or {}
@@ -89,9 +95,7 @@ def _answer(model: str, messages: list[dict], kwargs: dict) -> tuple[Any, float]
     success_p = parse_name(model)
     if "domain" not in meta or "task_id" not in meta:
         raise ScriptedModelError("scripted models only run inside passhat (no task in metadata)")
-    from passhat.domains.registry import get_domain
-
-    task = get_domain(meta["domain"]).task(meta["task_id"])
+    task = task_of(meta["domain"], meta["task_id"])
     role = meta.get("role", "assistant")
     seed = params.get("seed")
     if role == "user":
