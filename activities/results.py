@@ -9,6 +9,8 @@ from passhat import metrics
 from passhat.activities.conversation import recorded_result
 from passhat.contracts import (
     AGENT_GREETING,
+    RUN_BUDGET_EXHAUSTED,
+    RUN_COMPLETED,
     TRIAL_SCORED,
     Message,
     RunSummary,
@@ -21,7 +23,7 @@ from passhat.contracts import (
 )
 from passhat.domains.registry import get_domain
 from passhat.infra import tracing
-from passhat.infra.store import RUN_BUDGET_EXHAUSTED, Store
+from passhat.infra.store import Store
 
 
 class ScoreRequest(BaseModel):
@@ -146,7 +148,7 @@ class ResultActivities:
 
     @activity.defn
     def close_run(self, run_id: str) -> None:
-        self.store.set_run_status(run_id, "completed")
+        self.store.set_run_status(run_id, RUN_COMPLETED)
 
     @activity.defn
     def run_cost(self, run_id: str) -> float:

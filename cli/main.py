@@ -153,7 +153,7 @@ def existing_run(store, run_id: str):  # noqa: ANN001, ANN201 - a Store, its Run
 
 def _refuse_imported(row, action: str) -> None:  # noqa: ANN001 - a RunRow
     """An imported run (`passhat import`) has no workflows: nothing to resume or cancel."""
-    from passhat.infra.store import RUN_IMPORTED
+    from passhat.contracts import RUN_IMPORTED
 
     if row.status == RUN_IMPORTED:
         fail(f"run {row.run_id} is imported from results files: it has no workflows and "
@@ -312,7 +312,8 @@ def _finish(summary, output: str) -> None:  # noqa: ANN001
 
 def _budget_stop(run_id: str) -> str | None:
     """What to say about a run that stopped at its budget; None for any other run."""
-    from passhat.infra.store import RUN_BUDGET_EXHAUSTED, Store
+    from passhat.contracts import RUN_BUDGET_EXHAUSTED
+    from passhat.infra.store import Store
 
     store = Store()
     row = store.get_run(run_id)

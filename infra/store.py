@@ -41,24 +41,22 @@ from sqlmodel import (
 )
 
 from passhat.contracts import (
+    RUN_IMPORTED,
+    RUN_RUNNING,
+    RUN_STATUSES,
     TRIAL_CANCELLED,
     TRIAL_NOT_EVALUABLE,
     TRIAL_RUNNING,
     TRIAL_SCORED,
     Message,
     RunConfig,
+    RunStatus,
     TaskOutcome,
     TrialSpec,
     task_workflow_id,
 )
 from passhat.infra import settings
 
-RUN_STATUSES = ("running", "completed", "cancelled", "failed", "imported", "budget_exhausted")
-# A run that stopped starting conversations once its recorded cost reached its budget
-# (RunConfig.max_cost); `passhat resume RUN --max-cost USD` continues it.
-RUN_BUDGET_EXHAUSTED = "budget_exhausted"
-# A run loaded from results files (`passhat import`): it has no workflows.
-RUN_IMPORTED = "imported"
 # Key in an imported run's config_json (beside RunConfig's fields, which ignore it)
 # naming the files it came from.
 IMPORT_SOURCE_KEY = "passhat_import"
@@ -122,7 +120,7 @@ class RunRow(SQLModel, table=True):
     run_id: str = Field(primary_key=True)
     config_json: str = Field(sa_type=Text)
     fingerprint: str
-    status: str = "running"
+    status: str = RUN_RUNNING
     total_trials: int = 0
     created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime())
     updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime())
@@ -409,7 +407,7 @@ class Store:
                     run_id=config.run_id,
                     config_json=config.model_dump_json(),
                     fingerprint=fingerprint,
-                    status="running",
+                    status=RUN_RUNNING,
                     total_trials=total_trials,
                     created_at=now,
                     updated_at=now,
@@ -467,7 +465,7 @@ class Store:
         with self._session(read_only=True) as s:
             return list(s.exec(select(RunRow).order_by(RunRow.created_at.desc())))
 
-    def set_run_status(self, run_id: str, status: str) -> None:
+    def set_run_status(self, run_id: str, status: RunStatus) -> None:
         if status not in RUN_STATUSES:
             raise ValueError(
                 f"run status must be one of {RUN_STATUSES}, not {status!r}"

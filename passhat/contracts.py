@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -100,6 +100,18 @@ class Score(BaseModel):
 
 
 # ---- outcomes -------------------------------------------------------------------------
+
+# A run's state in the results store.
+RunStatus = Literal["running", "completed", "cancelled", "failed", "imported", "budget_exhausted"]
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+RUN_RUNNING: RunStatus = "running"
+RUN_COMPLETED: RunStatus = "completed"
+RUN_CANCELLED: RunStatus = "cancelled"
+# A run that stopped starting conversations once its recorded cost reached its budget
+# (RunConfig.max_cost); `passhat resume RUN --max-cost USD` continues it.
+RUN_BUDGET_EXHAUSTED: RunStatus = "budget_exhausted"
+# A run loaded from results files (`passhat import`): it has no workflows.
+RUN_IMPORTED: RunStatus = "imported"
 
 # A trial's state in the results store.
 TRIAL_RUNNING = "running"
