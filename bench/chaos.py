@@ -47,8 +47,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
 from passhat.cli.launch import build_config, start_run
 from passhat.domains.registry import get_domain
 from passhat.infra.store import Store

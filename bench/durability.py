@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import sys
 import tempfile
@@ -33,14 +32,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+from temporalio.api.enums.v1 import PendingActivityState
 
-from temporalio.api.enums.v1 import PendingActivityState  # noqa: E402
-
-from passhat.cli.launch import build_config, start_run  # noqa: E402
-from passhat.infra.store import Store  # noqa: E402
-from passhat.infra.temporal_server import EmbeddedServer, connect  # noqa: E402
-from passhat.testing.harness import (  # noqa: E402
+from passhat.cli.launch import build_config, start_run
+from passhat.infra.store import Store
+from passhat.infra.temporal_server import EmbeddedServer, connect
+from passhat.testing.harness import (
     Passhat,
     describe_raw,
     model_calls_of,
@@ -53,9 +50,9 @@ from passhat.testing.harness import (  # noqa: E402
     until,
     workflow_ids,
 )
-from passhat.testing.fault_server import FaultServer  # noqa: E402
-from passhat.testing.harness import free_ports  # noqa: E402
-from passhat.testing.scripted_http import ScriptedResponder, http_args, request_key  # noqa: E402
+from passhat.testing.fault_server import FaultServer
+from passhat.testing.harness import free_ports
+from passhat.testing.scripted_http import ScriptedResponder, http_args, request_key
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import tempfile
 import uuid
 from pathlib import Path
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-from passhat.cli.launch import build_config, follow, start_run  # noqa: E402
-from passhat.infra.store import Store  # noqa: E402
-from passhat.infra.temporal_server import EmbeddedServer, connect  # noqa: E402
-from passhat.cli.worker import build_worker  # noqa: E402
-from passhat.testing.harness import free_port  # noqa: E402
+from passhat.cli.launch import build_config, follow, start_run
+from passhat.infra.store import Store
+from passhat.infra.temporal_server import EmbeddedServer, connect
+from passhat.cli.worker import build_worker
+from passhat.testing.harness import free_port
 
 
 async def main(pairs: list[str]) -> None:

@@ -67,7 +67,6 @@ def refuse_secrets(args: dict[str, Any], option: str) -> None:
 
 def check_model(model: str, option: str) -> None:
     """Refuse a model string litellm cannot route before anything is started."""
-    from passhat.infra import llm  # noqa: F401  (sets litellm's offline price list)
     from passhat.infra import scripted_provider
 
     if model.startswith(f"{scripted_provider.PROVIDER}/"):

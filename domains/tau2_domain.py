@@ -19,20 +19,15 @@ and anything else that merely lists domains must not pay.
 from __future__ import annotations
 
 import gc
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-# tau2 imports litellm, which downloads a model price list at import unless told to use
-# its bundled copy (there may be no network).
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-from passhat.contracts import GoldAction, Message, Score, TaskInfo, ToolCall  # noqa: E402
-from passhat.domains.base import UnknownDomainError, UnknownTaskError  # noqa: E402
-from passhat.domains.shared_db import SharedDatabase, kept, same_data  # noqa: E402
+from passhat.contracts import GoldAction, Message, Score, TaskInfo, ToolCall
+from passhat.domains.base import UnknownDomainError, UnknownTaskError
+from passhat.domains.shared_db import SharedDatabase, kept, same_data
 
 TAU2_DOMAINS = ("airline", "retail", "telecom", "mock")
 

@@ -9,13 +9,10 @@ import os
 import time
 from typing import Any, Literal
 
-# litellm downloads a model price list at import unless told to use its bundled copy.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+from pydantic import BaseModel
 
-from pydantic import BaseModel  # noqa: E402
-
-from passhat.contracts import Message, ToolCall  # noqa: E402
-from passhat.infra import secrets  # noqa: E402
+from passhat.contracts import Message, ToolCall
+from passhat.infra import secrets
 
 Perspective = Literal["assistant", "user"]
 
