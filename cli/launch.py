@@ -24,6 +24,8 @@ from passhat.contracts import (
     DEFAULT_MAX_STEPS,
     DEFAULT_SEED,
     DEFAULT_TEMPERATURE,
+    RUN_ID_PATTERN,
+    RUN_ID_RULE,
     TASK_QUEUE,
     TRIAL_NOT_EVALUABLE,
     ProviderLimit,
@@ -136,10 +138,6 @@ def provider_limit_args(limits: dict[str, ProviderLimit]) -> list[str]:
         if limit.per_minute is not None:
             args += ["--rate-limit", f"{provider}={limit.per_minute:g}/min"]
     return args
-
-
-RUN_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}"
-RUN_ID_RULE = "must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit"
 
 
 def new_run_id() -> str:

@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 from passhat.cli.launch import (
-    RUN_ID_PATTERN,
-    RUN_ID_RULE,
     UserInputError,
     check_model,
     parse_duration,
@@ -25,7 +23,7 @@ from passhat.cli.launch import (
     parse_provider_limits,
     refuse_secrets,
 )
-from passhat.contracts import provider_of
+from passhat.contracts import RUN_ID_PATTERN, RUN_ID_RULE, provider_of
 
 # The file's keys, each with the parameter of build_config it sets (agents and user set
 # two: the models and their args).
