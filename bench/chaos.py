@@ -47,7 +47,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from passhat.cli.launch import build_config, start_run
+from passhat.cli.launch import build_config
 from passhat.domains.registry import get_domain
 from passhat.infra.store import Store
 from passhat.infra.temporal_server import EmbeddedServer, connect
@@ -69,6 +69,7 @@ from passhat.testing.harness import (
 )
 from passhat.testing.postgres import ThrowawayPostgres
 from passhat.testing.scripted_http import ScriptedResponder, http_args, request_key
+from passhat.workflows.client import start_run
 from temporalio.api.enums.v1 import WorkflowExecutionStatus
 
 from passhat.contracts import RunConfig

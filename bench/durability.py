@@ -34,7 +34,7 @@ from pathlib import Path
 
 from temporalio.api.enums.v1 import PendingActivityState
 
-from passhat.cli.launch import build_config, start_run
+from passhat.cli.launch import build_config
 from passhat.infra.store import Store
 from passhat.infra.temporal_server import EmbeddedServer, connect
 from passhat.testing.harness import (
@@ -53,6 +53,7 @@ from passhat.testing.harness import (
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import free_ports
 from passhat.testing.scripted_http import ScriptedResponder, http_args, request_key
+from passhat.workflows.client import start_run
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

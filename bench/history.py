@@ -12,11 +12,12 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from passhat.cli.launch import build_config, follow, start_run
+from passhat.cli.launch import build_config
 from passhat.infra.store import Store
 from passhat.infra.temporal_server import EmbeddedServer, connect
-from passhat.cli.worker import build_worker
 from passhat.testing.harness import free_port
+from passhat.workflows.client import follow, start_run
+from passhat.workflows.worker import build_worker
 
 
 async def main(pairs: list[str]) -> None:

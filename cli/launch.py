@@ -1,23 +1,13 @@
-"""Validating a run request, starting (or attaching to) its workflow, running the worker
-in-process, and following progress. The typer commands in passhat.cli.main stay thin."""
+"""Validating a run request: the checks of what the user asked for, and the RunConfig
+they build. Starting and following the run is passhat.workflows.client."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import secrets
-import time
 from datetime import datetime, timezone
-from typing import Any, Callable
-
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError
+from typing import Any
 
 from passhat.contracts import (
     DEFAULT_MAX_ERRORS,
@@ -26,12 +16,9 @@ from passhat.contracts import (
     DEFAULT_TEMPERATURE,
     RUN_ID_PATTERN,
     RUN_ID_RULE,
-    TASK_QUEUE,
-    TRIAL_NOT_EVALUABLE,
     ProviderLimit,
     RetryConfig,
     RunConfig,
-    RunSummary,
     provider_of,
 )
 
@@ -283,214 +270,3 @@ def _model_args(args: str | dict[str, Any] | None, option: str) -> dict[str, Any
     refuse_secrets(parsed, option)
     parsed.setdefault("temperature", DEFAULT_TEMPERATURE)
     return parsed
-
-
-class RunEnded(Exception):
-    """The run's workflow closed without a result (cancelled, terminated, failed)."""
-
-
-async def start_run(
-    client: Client,
-    store,  # noqa: ANN001
-    config: RunConfig,
-    task_queue: str = TASK_QUEUE,
-    *,
-    resume: bool = False,
-) -> WorkflowHandle:
-    """Start the run's workflow, or attach to it when it is running. A new run whose id
-    was used before attaches to that run (same configuration) or is refused by the store
-    (different configuration); `resume` starts a closed run's workflow again, and the
-    trials already scored return at once. If the workflow cannot be started, the run
-    record this call created is removed again, so nothing half-written is left behind."""
-    from passhat.workflows.run import RunRequest, RunWorkflow
-
-    stored = store.check_config(config)
-    existed = stored is not None
-    if stored is not None:
-        await _check_budget_change(client, stored.run_config(), config, resume)
-    store.create_run(config, config.total_trials())
-    try:
-        handle = await client.start_workflow(
-            RunWorkflow.run,
-            RunRequest(config=config),
-            id=config.run_id,
-            task_queue=task_queue,
-            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE
-            if resume
-            else WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary=f"passhat run {config.run_id}: {', '.join(config.agent_models)} on {', '.join(config.domains)}, k={config.trials}",
-        )
-    except WorkflowAlreadyStartedError:  # a closed run with this id: show its result
-        return client.get_workflow_handle_for(RunWorkflow.run, config.run_id)
-    except BaseException:
-        # Interrupted or refused: remove the record only if no workflow started (the
-        # server may have accepted the start just before the interruption).
-        if not existed and not await _workflow_exists(client, config.run_id):
-            store.delete_run(config.run_id)
-        raise
-    if resume:
-        if stored is not None and stored.run_config().max_cost != config.max_cost:
-            store.set_run_budget(config.run_id, config.max_cost)
-        store.set_run_status(config.run_id, "running")
-    return handle
-
-
-def describe_budget(max_cost: float | None) -> str:
-    return "no budget" if max_cost is None else f"a budget of {max_cost:g} USD"
-
-
-async def _check_budget_change(client: Client, stored: RunConfig, config: RunConfig, resume: bool) -> None:
-    """The budget is not part of what a run measures, but the run's workflow holds it:
-    a run takes a new one through resume, once its workflow has stopped."""
-    if stored.max_cost == config.max_cost:
-        return
-    run_id = config.run_id
-    if not resume:
-        raise UserInputError(
-            f"run {run_id} exists with {describe_budget(stored.max_cost)}; "
-            f"`passhat resume {run_id} --max-cost USD` continues it with another"
-        )
-    try:
-        status = (await client.get_workflow_handle(run_id).describe()).status
-    except RPCError:  # no workflow left (e.g. past the namespace's retention): not running
-        status = None
-    if status == WorkflowExecutionStatus.RUNNING:
-        raise UserInputError(
-            f"run {run_id} is running with {describe_budget(stored.max_cost)}: a new budget "
-            f"applies once it has stopped (`passhat cancel {run_id}`, then "
-            f"`passhat resume {run_id} --max-cost USD`)"
-        )
-
-
-class Eta:
-    """Time left in a run, from the pace of the trials finished since following began
-    (trials an earlier attempt finished, seen at once on resume, do not set the pace)."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
-        self.start: tuple[float, int] | None = None
-
-    def __call__(self, done: int, total: int) -> float | None:
-        """Seconds left, or None while there is no pace to go by yet."""
-        now = self.clock()
-        if self.start is None:
-            self.start = (now, done)
-        if done >= total:
-            return 0.0
-        since, done_then = self.start
-        if done <= done_then or now <= since:
-            return None
-        return (total - done) * (now - since) / (done - done_then)
-
-
-async def follow(
-    handle: WorkflowHandle,
-    store,  # noqa: ANN001
-    run_id: str,
-    on_progress: Callable[..., None],
-    poll_s: float = 0.5,
-    on_not_evaluable: Callable[[Any], None] | None = None,
-) -> RunSummary:
-    """Wait for the run's result, calling on_progress(RunProgress, ETA in seconds or
-    None) as it goes, and on_not_evaluable(trial row) once for each trial that becomes
-    not evaluable meanwhile (not for those an earlier attempt left so: a resumed trial
-    that fails again has a new attempt number and is reported again).
-    The store is read in a thread: the worker in this process shares the event loop,
-    and a slow read must never delay its heartbeats."""
-    result = asyncio.ensure_future(handle.result())
-    eta = Eta()
-    reported: set[tuple[str, int]] | None = None
-    last_seen: tuple[int, int] | None = None  # (not evaluable, their attempts)
-
-    async def poll() -> None:
-        nonlocal reported, last_seen
-        progress = await asyncio.to_thread(store.run_progress, run_id)
-        # The trials are read only when their counts moved (a trial that finished, or
-        # one that failed again after resume reopened it).
-        seen, last_seen = last_seen, (progress.not_evaluable, progress.not_evaluable_attempts)
-        if on_not_evaluable is not None and (reported is None or (
-                progress.not_evaluable and last_seen != seen)):
-            rows = await asyncio.to_thread(store.trials, run_id, status=TRIAL_NOT_EVALUABLE)
-            if reported is None:  # the first look: what is there already was reported before
-                reported = {(r.trial_id, r.attempts) for r in rows}
-            for row in rows:
-                if (row.trial_id, row.attempts) not in reported:
-                    reported.add((row.trial_id, row.attempts))
-                    on_not_evaluable(row)
-        on_progress(progress, eta(progress.done, progress.total))
-
-    while not result.done():
-        await poll()
-        await asyncio.wait({result}, timeout=poll_s)
-    await poll()
-    try:
-        return result.result()
-    except WorkflowFailureError as err:
-        raise RunEnded(
-            f"run {run_id} ended without finishing ({err.cause or err}); "
-            f"`passhat resume {run_id}` runs what is missing"
-        ) from err
-
-
-async def cancel_run(client: Client, store, run_id: str, wait_s: float = 60.0) -> str:  # noqa: ANN001
-    """Ask the run to stop and wait until it has: every model call in flight cancelled,
-    every trial recorded as cancelled (keeping its steps; resume continues it). Without
-    a worker to act on the request, the workflows are terminated."""
-    handle = client.get_workflow_handle(run_id)
-    status = (await handle.describe()).status
-    if status != WorkflowExecutionStatus.RUNNING:
-        return f"not running (its workflow is {status.name.lower() if status else 'unknown'})"
-    await handle.cancel()
-    try:
-        await asyncio.wait_for(handle.result(), wait_s)
-        how = "finished before the cancel request arrived"
-    except WorkflowFailureError:
-        how = "cancelled"
-    except TimeoutError:
-        await handle.terminate(reason="passhat cancel: no worker acted on the cancel request")
-        how = "terminated (no worker was running)"
-    store.set_run_status(run_id, "cancelled")
-    return how
-
-
-async def _workflow_exists(client: Client, workflow_id: str) -> bool:
-    try:
-        await client.get_workflow_handle(workflow_id).describe()
-    except Exception:
-        return False
-    return True
-
-
-async def workflow_status(client: Client, run_id: str) -> str | None:
-    """The run workflow's status; for a running one with no worker to execute it, the
-    status says so and how to start one."""
-    try:
-        desc = await client.get_workflow_handle(run_id).describe()
-    except Exception:
-        return None
-    status = desc.status
-    name = status.name.lower() if isinstance(status, WorkflowExecutionStatus) else str(status)
-    if status == WorkflowExecutionStatus.RUNNING and not await has_live_worker(client, desc.task_queue):
-        name += (f" (but no worker has polled task queue {desc.task_queue!r} for "
-                 f"{POLLER_FRESH_S // 60:g} minutes: start one with `passhat worker`)")
-    return name
-
-
-# A live worker's long polls return within about a minute and it polls again at once, so
-# a poller unseen for longer than this is gone (Temporal lists pollers for 5 minutes).
-POLLER_FRESH_S = 120
-
-
-async def has_live_worker(client: Client, task_queue: str) -> bool:
-    """Whether some worker polled the queue, for workflow or for activity tasks, lately."""
-    now = datetime.now(timezone.utc)
-    for kind in (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY):
-        resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
-            namespace=client.namespace, task_queue=TaskQueue(name=task_queue), task_queue_type=kind,
-        ))
-        if any((now - p.last_access_time.ToDatetime(timezone.utc)).total_seconds() < POLLER_FRESH_S
-               for p in resp.pollers):
-            return True
-    return False
-

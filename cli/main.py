@@ -128,15 +128,17 @@ def fail(message: str, code: int = 2) -> None:
 
 def _guard(fn):  # noqa: ANN001, ANN202
     """Run a command body, turning known failures into one clear line and an exit code."""
-    from passhat.cli.launch import RunEnded, UserInputError
+    from passhat.cli.launch import UserInputError
     from passhat.infra.store import ConfigMismatchError, StoreError
     from passhat.infra.temporal_server import TemporalUnreachable, TemporalServerError
+    from passhat.workflows.client import BudgetChangeRefused, RunEnded
 
     try:
         return fn()
     except TemporalServerError as err:
         fail(str(err))  # multi-line on purpose: it ends with the server's log excerpt
-    except (UserInputError, ConfigMismatchError, StoreError, TemporalUnreachable, RunEnded) as err:
+    except (UserInputError, BudgetChangeRefused, ConfigMismatchError, StoreError, TemporalUnreachable,
+            RunEnded) as err:
         # One line: database drivers (psycopg) wrap and indent their messages.
         fail(" ".join(str(err).split()))
     except KeyboardInterrupt:
@@ -258,7 +260,8 @@ def _execute_here(config, *, workers: int | None = None, **kwargs):  # noqa: ANN
     """Run _execute, with this process's worker and `workers - 1` more worker processes
     (default: one per core; none with --detach); Ctrl-C stops them all, so say how to
     carry on."""
-    from passhat.cli.worker import default_process_count, preload, worker_processes
+    from passhat.cli.worker_processes import default_process_count, worker_processes
+    from passhat.workflows.worker import preload
     from passhat.infra.store import Store
 
     extra = 0 if kwargs.get("detach") else (workers or default_process_count()) - 1
@@ -352,10 +355,11 @@ async def _execute(config, *, detach: bool, output: str, resume: bool = False,
                    preview: bool = False, yes: bool = False):  # noqa: ANN001, ANN202
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from passhat.cli.launch import follow, provider_limit_args, start_run
+    from passhat.cli.launch import provider_limit_args
     from passhat.infra.store import Store
     from passhat.infra.temporal_server import connect, ui_url
-    from passhat.cli.worker import build_worker
+    from passhat.workflows.client import follow, start_run
+    from passhat.workflows.worker import build_worker
 
     store = Store()
     client = await connect()
@@ -454,7 +458,7 @@ def cancel(run_id: str = typer.Argument(..., help="Run id.")) -> None:
     """Stop a run cleanly; what it recorded stays, and `passhat resume` can continue it."""
 
     async def body() -> str:
-        from passhat.cli.launch import cancel_run
+        from passhat.workflows.client import cancel_run
         from passhat.infra.store import Store
         from passhat.infra.temporal_server import connect
 
@@ -585,7 +589,7 @@ def status(
 
 
 async def _status_of(run_id: str) -> str | None:
-    from passhat.cli.launch import workflow_status
+    from passhat.workflows.client import workflow_status
     from passhat.infra.temporal_server import connect
 
     # Read-only: asks a running server, never starts the embedded one.
@@ -835,7 +839,8 @@ def worker(
 
     def body() -> None:
         from passhat.cli.launch import UserInputError, parse_provider_limits
-        from passhat.cli.worker import preload, serve, worker_processes
+        from passhat.cli.worker_processes import worker_processes
+        from passhat.workflows.worker import preload, serve
 
         if processes < 1:
             raise UserInputError(f"--processes must be at least 1, got {processes}")
@@ -901,7 +906,7 @@ def main() -> None:
     # The collector's default (a collection per 700 new container objects) runs
     # thousands of times while litellm, tau2 and pydantic's models are imported, which
     # live until the process ends: a quarter of a run's start-up CPU. A worker sets it
-    # back when it starts (cli.worker.build_worker).
+    # back when it starts (workflows.worker.build_worker).
     gc.set_threshold(STARTUP_GC_THRESHOLD)
     code = 0
     try:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import uuid
 from contextlib import asynccontextmanager
 
-from passhat.cli.launch import build_config, follow, start_run
-from passhat.cli.worker import build_worker
+from passhat.cli.launch import build_config
 from passhat.contracts import RunSummary
+from passhat.workflows.client import follow, start_run
+from passhat.workflows.worker import build_worker
 
 
 def config(**overrides):

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from passhat.cli.launch import Eta
+from passhat.workflows.client import Eta
 from passhat.cli.render import progress_fields
 from passhat.contracts import Message
 from passhat.infra import logs

@@ -13,11 +13,11 @@ import pytest
 from rich.console import Console
 
 from passhat.cli import render
-from passhat.cli.launch import start_run
 from passhat.cli.report import Report, build_report
 from passhat.infra.store import Store
 from passhat.infra.temporal_server import connect
 from passhat.testing.fault_server import FaultServer
+from passhat.workflows.client import start_run
 from tests.cli.test_exchange import cli_env, one_error_line, passhat
 from tests.runs import config, run_to_end, worker_for
 from tests.workflows.test_resume import HoldTask, cancel_midway

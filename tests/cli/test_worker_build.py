@@ -6,7 +6,7 @@ import uuid
 
 import temporalio.worker._worker as temporal_worker
 
-from passhat.cli.worker import build_id, build_worker
+from passhat.workflows.worker import build_id, build_worker
 from passhat.contracts import ProviderLimit
 
 

@@ -34,8 +34,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
-from passhat.cli.launch import follow, start_run
-from passhat.cli.worker import WORKFLOWS
+
 from passhat.testing.harness import workflow_ids
 from passhat.testing.fault_server import Fault
 from passhat.testing.scripted_http import expected_reward, http_args
@@ -44,6 +43,8 @@ from passhat.workflows.run import RunWorkflow
 from passhat.contracts import TrialOutcome, TrialSpec
 from passhat.workflows.task import TaskWorkflow
 from passhat.workflows.trial import TrialWorkflow
+from passhat.workflows.client import follow, start_run
+from passhat.workflows.worker import WORKFLOWS
 
 HISTORIES = Path(__file__).parent / "histories"
 RUN_ID = "replay-fixture"

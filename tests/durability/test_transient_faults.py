@@ -22,7 +22,6 @@ from collections import Counter
 
 from temporalio.api.enums.v1 import EventType
 
-from passhat.cli.launch import follow, start_run
 from passhat.contracts import EMPTY_REPLY, EMPTY_REPLY_RETRIES
 from passhat.testing.harness import (
     TASKS,
@@ -35,6 +34,7 @@ from passhat.testing.harness import (
 )
 from passhat.testing.fault_server import Fault, RandomFaults
 from passhat.testing.scripted_http import http_args, request_key
+from passhat.workflows.client import follow, start_run
 from tests.runs import config, worker_for
 
 # Drawn per request, not per arrival: the eight conversations interleave differently in

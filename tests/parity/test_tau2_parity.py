@@ -309,8 +309,9 @@ async def run_passhat(
 ) -> None:
     """passhat runs (one per domain: task ids such as "3" exist in several domains) on a
     worker of the test's own, all followed at once."""
-    from passhat.cli.launch import build_config, follow, start_run
-    from passhat.cli.worker import build_worker
+    from passhat.cli.launch import build_config
+    from passhat.workflows.client import follow, start_run
+    from passhat.workflows.worker import build_worker
 
     with FaultServer() as srv:
         # passhat's own defaults are under test: temperature (0.0) and seed (300) are

@@ -10,10 +10,10 @@ import json
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from passhat.cli.launch import UserInputError, follow, start_run
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import TASKS, until
 from passhat.testing.scripted_http import ScriptedResponder, http_args
+from passhat.workflows.client import BudgetChangeRefused, follow, start_run
 from tests.runs import config, worker_for
 
 # litellm prices a model it has no price for from these model args. The name is the
@@ -52,7 +52,7 @@ async def test_the_run_stops_at_its_budget_and_resume_with_a_new_one_finishes_it
             await until(lambda: responder.held == 4, "the first two tasks' conversations to call the model", 120)
             assert store.run_cost(cfg.run_id) == 0.0
             # A running run takes a new budget only once it has stopped.
-            with pytest.raises(UserInputError, match=f"run {cfg.run_id} is running with a budget of 1e-09 USD"):
+            with pytest.raises(BudgetChangeRefused, match=f"run {cfg.run_id} is running with a budget of 1e-09 USD"):
                 await start_run(client, store, cfg.model_copy(update={"max_cost": 5.0}), task_queue=queue, resume=True)
             responder.thaw()
             summary = await follow(handle, store, cfg.run_id, lambda *a: None, poll_s=0.2)
@@ -71,7 +71,7 @@ async def test_the_run_stops_at_its_budget_and_resume_with_a_new_one_finishes_it
         spent = store.run_cost(cfg.run_id)
 
         # `passhat run` again with another budget is refused: resume changes a budget.
-        with pytest.raises(UserInputError, match="exists with a budget of 1e-09 USD; `passhat resume"):
+        with pytest.raises(BudgetChangeRefused, match="exists with a budget of 1e-09 USD; `passhat resume"):
             await start_run(client, store, cfg.model_copy(update={"max_cost": 5.0}))
 
         # Resumed with its stored budget, it stops again before starting anything.

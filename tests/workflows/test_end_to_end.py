@@ -7,11 +7,11 @@ import json
 import pytest
 
 from passhat import metrics
-from passhat.cli.launch import follow, start_run
 from passhat.contracts import is_success
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import activity_types
 from passhat.testing.scripted_http import ScriptedResponder, http_args
+from passhat.workflows.client import follow, start_run
 from tests.runs import config, run_to_end, worker_for
 
 

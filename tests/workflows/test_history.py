@@ -30,7 +30,7 @@ async def test_history_is_linear_in_steps(client, sqlite_store):
 async def test_large_runs_continue_as_new_in_batches(client, sqlite_store):
     """A run handles `batch` tasks per execution, so its history stays bounded however
     many tasks it has; results come from the store, so nothing is lost across."""
-    from passhat.cli.launch import follow
+    from passhat.workflows.client import follow
     from tests.runs import worker_for
     from passhat.workflows.run import RunRequest, RunWorkflow
     from temporalio.api.enums.v1 import EventType

@@ -11,12 +11,12 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import ActivityEnvironment
 
 from passhat.activities.conversation import ConversationActivities
-from passhat.cli.launch import cancel_run, follow, start_run
 from passhat.domains.registry import get_domain
 from passhat.infra import scripted_provider
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import trial_specs, until
 from passhat.testing.scripted_http import ScriptedResponder, message_text, opening_request
+from passhat.workflows.client import cancel_run, follow, start_run
 from tests.runs import config, run_to_end, worker_for
 from passhat.contracts import StepRef
 
