@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import temporalio.worker._worker as temporal_worker
 
@@ -24,4 +25,29 @@ async def test_workers_name_their_build_without_hashing_every_loaded_module(clie
     async with group:
         pass
     assert len(group.workers) == 2
-    assert build_id() == build_id() and build_id().startswith("passhat-")
+
+
+def test_build_id_is_the_same_in_every_process_and_names_the_workflow_code(tmp_path, monkeypatch):
+    """Workers of one checkout, in any process, report one build id, and a change to the
+    workflow code gives another: the id identifies the code a history must replay on."""
+    import subprocess
+    import sys
+
+    import passhat.workflows
+
+    here = build_id()
+    assert here.startswith("passhat-")
+    probe = "from passhat.workflows.worker import build_id; print(build_id())"
+    others = {subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                             check=True).stdout.strip() for _ in range(2)}
+    assert others == {here}
+
+    changed = tmp_path / "workflows"
+    changed.mkdir()
+    for folder in passhat.workflows.__path__:
+        for source in Path(folder).glob("*.py"):
+            (changed / source.name).write_bytes(source.read_bytes())
+    trial = changed / "trial.py"
+    trial.write_text(trial.read_text() + "\n# a change to the workflow code\n")
+    monkeypatch.setattr(passhat.workflows, "__path__", [str(changed)])
+    assert build_id() != here
