@@ -49,7 +49,9 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from passhat.cli.launch import build_config, start_run
+from passhat.cli.launch import start_run
+from passhat.cli.run_config import build_config
+from passhat.cli.run_options import RunOptions
 from passhat.domains.registry import get_domain
 from passhat.infra.store import Store
 from passhat.infra.temporal_server import EmbeddedServer, connect
@@ -114,11 +116,11 @@ def run_config(args: argparse.Namespace, model_url: str) -> RunConfig:
         ids = [t for t in domain.task_ids()
                if all(a.requestor == "assistant" for a in domain.task(t).gold_actions)]
         task_ids += ids[: args.tasks_per_domain]
-    return build_config(
+    return build_config(RunOptions(
         run_id=args.run_id, domains=args.domains, task_ids=task_ids,
         agent_models=[f"openai/{args.agent_model}"], user_model="openai/oracle",
         trials=args.k, concurrency=args.concurrency, agent_args=model_args, user_args=model_args,
-    )
+    ))
 
 
 def progress(line: str) -> None:

@@ -37,7 +37,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from temporalio.api.enums.v1 import PendingActivityState  # noqa: E402
 
-from passhat.cli.launch import build_config, start_run  # noqa: E402
+from passhat.cli.launch import start_run  # noqa: E402
+from passhat.cli.run_config import build_config  # noqa: E402
+from passhat.cli.run_options import RunOptions  # noqa: E402
 from passhat.infra.store import Store  # noqa: E402
 from passhat.infra.temporal_server import EmbeddedServer, connect  # noqa: E402
 from passhat.testing.harness import (  # noqa: E402
@@ -109,13 +111,13 @@ async def sweep(args, label: str, home: Path, srv: FaultServer, responder, kills
         model_args = json.dumps(http_args(srv.url))
         from passhat.domains.registry import get_domain
 
-        cfg = build_config(
+        cfg = build_config(RunOptions(
             run_id=args.run_id, domains=["airline"],
             task_ids=get_domain("airline").task_ids()[: args.tasks],
             agent_models=[f"openai/{args.agent_model}"], user_model="openai/oracle",
             trials=args.trials, concurrency=args.concurrency, agent_args=model_args,
             user_args=model_args, max_steps=100, max_errors=10, max_attempts=8,
-        )
+        ))
         if args.heartbeat_timeout:
             cfg.retry.heartbeat_timeout_s = args.heartbeat_timeout
         estimate = sum(model_calls_of(s) for s in trial_specs(cfg))

@@ -10,7 +10,8 @@ import json
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from passhat.cli.launch import UserInputError, follow, start_run
+from passhat.cli.launch import follow, start_run
+from passhat.cli.run_options import UserInputError
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import TASKS, until
 from passhat.testing.scripted_http import ScriptedResponder, http_args

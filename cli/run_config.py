@@ -1,0 +1,233 @@
+"""Turning a run's options into a checked RunConfig (`build_config`), and the checks of
+the values one option or sweep-file key holds: JSON model args without secrets, model
+strings litellm can route, durations, provider caps, run ids."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from datetime import datetime, timezone
+from typing import Any
+
+from passhat.cli.run_options import RunOptions, UserInputError, check_bounds, options_with_bounds
+from passhat.contracts import DEFAULT_TEMPERATURE, ProviderLimit, RunConfig, provider_of
+
+RUN_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}"
+RUN_ID_RULE = "must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("run-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def parse_json_object(text: str | None, option: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserInputError(f"{option} is not valid JSON ({err.msg} at column {err.colno}): {text}")
+    if not isinstance(value, dict):
+        raise UserInputError(f'{option} must be a JSON object such as \'{{"temperature": 0}}\', got: {text}')
+    return value
+
+
+def refuse_secrets(args: dict[str, Any], option: str) -> None:
+    """Model arguments are stored with the run and are the input of every workflow the
+    Temporal UI shows: a key must stay in the workers' environment instead."""
+    from passhat.infra import secrets
+
+    fields = secrets.secret_fields(args)
+    if fields:
+        raise UserInputError(
+            f"{option}: {', '.join(fields)} would store a secret with the run (and show it in "
+            "the Temporal UI); put the key in an environment variable of the workers and "
+            f'pass {{"{secrets.API_KEY_ENV}": "VARIABLE_NAME"}} instead, or use the '
+            "provider's usual variable (e.g. OPENAI_API_KEY)"
+        )
+
+
+def check_model(model: str, option: str) -> None:
+    """Refuse a model string litellm cannot route before anything is started."""
+    from passhat.infra import llm  # noqa: F401  (sets litellm's offline price list)
+    from passhat.domains import scripted
+
+    if model.startswith(f"{scripted.PROVIDER}/"):
+        try:
+            scripted.parse_name(model.split("/", 1)[1])
+        except scripted.ScriptedModelError as err:
+            raise UserInputError(f"{option}: {err}")
+        return
+    import litellm
+
+    try:
+        litellm.get_llm_provider(model)
+    except Exception:
+        raise UserInputError(
+            f"{option}: unknown model '{model}'. Use a litellm model string with its provider, "
+            "e.g. openai/gpt-4.1, anthropic/claude-sonnet-4-5, hosted_vllm/<name>, or scripted/oracle"
+        )
+
+
+def parse_duration(value: str | float, option: str) -> float:
+    """Seconds from "900", "90s", "15m" or "2h"."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", value)
+    if not match:
+        raise UserInputError(f"{option} must be a duration such as 900, 90s, 15m or 2h, got '{value}'")
+    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+_RATE_UNITS = {"s": 60.0, "sec": 60.0, "min": 1.0, "m": 1.0, "h": 1 / 60, "hour": 1 / 60}
+
+
+def parse_provider_limits(
+    rate_limits: list[str], max_concurrent: list[str] | None = None, models: list[str] | None = None
+) -> dict[str, ProviderLimit]:
+    """Provider caps from `--rate-limit PROVIDER=N/min` and `--max-concurrent PROVIDER=N`.
+    With `models`, a provider none of them uses is refused: the cap would hold nothing."""
+    limits: dict[str, ProviderLimit] = {}
+    for text in rate_limits:
+        match = re.fullmatch(r"\s*([\w.-]+)\s*=\s*(\d+(?:\.\d+)?)\s*/\s*(s|sec|m|min|h|hour)\s*", text)
+        if not match or float(match.group(2)) <= 0:
+            raise UserInputError(
+                f"--rate-limit must be PROVIDER=N/min (or N/s, N/h) with N > 0, e.g. openai=60/min; got '{text}'"
+            )
+        limits.setdefault(match.group(1), ProviderLimit()).per_minute = (
+            float(match.group(2)) * _RATE_UNITS[match.group(3)])
+    for text in max_concurrent or []:
+        match = re.fullmatch(r"\s*([\w.-]+)\s*=\s*(\d+)\s*", text)
+        if not match or int(match.group(2)) < 1:
+            raise UserInputError(f"--max-concurrent must be PROVIDER=N with N >= 1, e.g. openai=8; got '{text}'")
+        limits.setdefault(match.group(1), ProviderLimit()).max_concurrent = int(match.group(2))
+    if models is not None:
+        used = sorted({provider_of(m) for m in models})
+        for provider in limits:
+            if provider not in used:
+                raise UserInputError(
+                    f"no model of the run uses provider '{provider}' (its models use: {', '.join(used)}); "
+                    "the provider is the part of the model string before '/'"
+                )
+    return limits
+
+
+def provider_limit_args(limits: dict[str, ProviderLimit]) -> list[str]:
+    """The `passhat worker` options that give a worker these caps."""
+    args: list[str] = []
+    for provider, limit in sorted(limits.items()):
+        if limit.per_minute is not None:
+            args += ["--rate-limit", f"{provider}={limit.per_minute:g}/min"]
+    return args
+
+
+def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
+    """A validated RunConfig. `options.task_ids` is one list for every domain, or per
+    domain (a sweep config's tasks; a domain it does not name runs every task); model args
+    are JSON text (the options) or already parsed (a sweep config). `limit` (demo's
+    --tasks) takes the first tasks of each domain."""
+    from passhat.cli.preview import direct_calls
+    from passhat.domains.base import UnknownDomainError
+    from passhat.domains.registry import get_domain
+    from passhat.domains.task_file import TaskFileError, custom_domain_name, split_domain_name
+
+    domains, task_ids, agent_models = options.domains, options.task_ids, options.agent_models
+    if not domains:
+        raise UserInputError("give at least one --domain (see `passhat domains`)")
+    if options.task_file is not None:
+        if len(set(domains)) != 1 or split_domain_name(domains[0])[1] is not None:
+            raise UserInputError(
+                "--task-file replaces the tasks of one domain: give exactly one plain "
+                "--domain with it, e.g. --domain airline --task-file my_tasks.json"
+            )
+        domains = [custom_domain_name(domains[0], options.task_file)]
+    # "domain@file" given directly is recorded with an absolute path too: workers may
+    # run in another directory.
+    domains = [
+        custom_domain_name(base, path) if path is not None else base
+        for base, path in map(split_domain_name, domains)
+    ]
+    if not agent_models:
+        raise UserInputError("give at least one --agent-model")
+    values = {**vars(options), "retry_for": parse_duration(options.retry_for, "--retry-for")}
+    for name in options_with_bounds():
+        if values[name] is not None:
+            check_bounds(name, values[name])
+    if limit is not None and limit < 1:
+        raise UserInputError(f"--tasks must be at least 1, got {limit}")
+    run_id = options.run_id
+    if run_id is not None and not re.fullmatch(RUN_ID_PATTERN, run_id):
+        raise UserInputError(f"--run-id '{run_id}' {RUN_ID_RULE}")
+    # Cheap checks first: loading a domain takes seconds.
+    agent_args = model_args(options.agent_args, "--agent-args")
+    user_args = model_args(options.user_args, "--user-args")
+    per_model = {m: model_args(dict(a), f"the args of agent model {m}")
+                 for m, a in options.agent_model_args.items()}
+    unknown = [m for m in per_model if m not in agent_models]
+    if unknown:
+        raise UserInputError(f"args given for agent model(s) the run does not have: {', '.join(unknown)}")
+    for model in agent_models:
+        check_model(model, "--agent-model")
+    check_model(options.user_model, "--user-model")
+    provider_limits = parse_provider_limits(options.rate_limits, options.max_concurrent,
+                                            models=[*agent_models, options.user_model])
+    per_domain: dict[str, list[str]] = {}
+    for domain_name in dict.fromkeys(domains):
+        try:
+            domain = get_domain(domain_name)
+        except (UnknownDomainError, TaskFileError) as err:
+            raise UserInputError(str(err))
+        known = domain.task_ids()
+        if limit is not None and limit > len(known):
+            raise UserInputError(
+                f"--tasks must be between 1 and {len(known)} ({domain_name} has {len(known)} tasks), got {limit}"
+            )
+        wanted = task_ids
+        if isinstance(task_ids, dict):  # per domain, by its name or its base domain's
+            wanted = task_ids.get(domain_name, task_ids.get(split_domain_name(domain_name)[0], []))
+        if wanted:
+            missing = [t for t in wanted if t not in set(known)]
+            if (len(domains) == 1 or isinstance(task_ids, dict)) and missing:
+                raise UserInputError(
+                    f"unknown task id(s) for domain {domain_name}: {', '.join(missing)} "
+                    f"(see `passhat tasks {domain_name}`)"
+                )
+            chosen = [t for t in known if t in set(wanted)]
+        else:
+            chosen = known[:limit] if limit else known
+        per_domain[domain_name] = chosen
+    if task_ids and not any(per_domain.values()):
+        raise UserInputError(f"none of the --task ids exist in {', '.join(per_domain)}")
+    return RunConfig(
+        run_id=run_id or new_run_id(),
+        agent_models=list(dict.fromkeys(agent_models)),
+        user_model=options.user_model,
+        domains=list(per_domain),
+        task_ids=per_domain,
+        trials=options.trials,
+        concurrency=options.concurrency,
+        agent_args=agent_args,
+        user_args=user_args,
+        agent_model_args=per_model,
+        provider_limits=provider_limits,
+        max_steps=options.max_steps,
+        max_errors=options.max_errors,
+        seed=options.seed,
+        lenient_tool_arguments=options.lenient_tool_args,
+        retry={"max_attempts": options.max_attempts, "model_call_timeout_s": options.model_timeout,
+               "retry_for_s": values["retry_for"]},
+        max_cost=options.max_cost,
+        expected_calls={name: {t: direct_calls(get_domain(name).task(t)) for t in chosen}
+                        for name, chosen in per_domain.items()},
+    )
+
+
+def model_args(args: str | dict[str, Any] | None, option: str) -> dict[str, Any]:
+    """litellm args of one side or model, checked: a JSON object (text from an option,
+    or already parsed), without secrets, and at temperature 0.0 (tau2 run's default)
+    unless it sets one."""
+    parsed = dict(args) if isinstance(args, dict) else parse_json_object(args, option)
+    refuse_secrets(parsed, option)
+    parsed.setdefault("temperature", DEFAULT_TEMPERATURE)
+    return parsed
