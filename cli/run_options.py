@@ -26,11 +26,12 @@ class Option:
 
     flags: tuple[str, ...]
     help: str
-    # Its key in a sweep file (None: command line only), and how the file writes it:
-    # integer, number, boolean, string, strings, run_id, duration, tasks, models, model,
-    # rates or caps (passhat.cli.sweep_config reads each).
-    file_key: str | None
-    kind: str
+    # Its key in a sweep file: a name, _IN_FILE for the field's own name, or None for
+    # an option of the command line only.
+    file_key: Any
+    # How a sweep file writes it: integer, number, boolean, string, strings, run_id,
+    # duration, tasks, models, model, rates or caps (sweep_config has a reader for each).
+    kind: str | None
     at_least: float | None = None
     more_than: float | None = None
     unit: str | None = None  # said with a bound
@@ -42,7 +43,7 @@ class Option:
 _IN_FILE = object()  # option(): the file key is the field's own name
 
 
-def option(default: Any, *flags: str, help: str, kind: str, file_key: Any = _IN_FILE,
+def option(default: Any, *flags: str, help: str, kind: str | None, file_key: Any = _IN_FILE,
            **rest: Any) -> Any:
     """A RunOptions field declared as an Option."""
     meta = {"option": Option(flags, help, file_key, kind, **rest)}
@@ -85,10 +86,10 @@ class RunOptions:
         None, "--run-id", kind="run_id",
         help="Name the run; starting an existing run id with the same configuration attaches to it.")
     agent_args: str | dict[str, Any] | None = option(
-        None, "--agent-args", kind="json", file_key=None, cli_type=Optional[str],
+        None, "--agent-args", kind=None, file_key=None, cli_type=Optional[str],
         help='JSON passed to litellm for agent calls, e.g. \'{"api_base": "http://..."}\'; temperature is 0.0 (tau2 run\'s default) unless it sets one.')
     user_args: str | dict[str, Any] | None = option(
-        None, "--user-args", kind="json", file_key=None, cli_type=Optional[str],
+        None, "--user-args", kind=None, file_key=None, cli_type=Optional[str],
         help="JSON passed to litellm for user-simulator calls; temperature 0.0 unless it sets one.")
     max_steps: int = option(
         DEFAULT_MAX_STEPS, "--max-steps", kind="integer", at_least=1,
@@ -151,6 +152,7 @@ def out_of_bounds(opt: Option, value: float) -> str | None:
 
 
 def check_bounds(name: str, value: float) -> None:
+    """Refuse an option's number out of its bounds, naming its flag."""
     opt = declared_options()[name]
     reason = out_of_bounds(opt, value)
     if reason:
@@ -169,15 +171,13 @@ def with_run_options(*, after: dict[str, str]) -> Callable[[Callable], Callable]
     first)."""
     import typer
 
-    hints = typing.get_type_hints(RunOptions)
+    hints, defaults = typing.get_type_hints(RunOptions), RunOptions()
     flags = {
         name: inspect.Parameter(
             name, inspect.Parameter.KEYWORD_ONLY, annotation=opt.cli_type or hints[name],
-            default=typer.Option(copy.copy(f.default) if f.default is not dataclasses.MISSING
-                                 else f.default_factory(), *opt.flags, help=opt.help, metavar=opt.metavar),
+            default=typer.Option(getattr(defaults, name), *opt.flags, help=opt.help, metavar=opt.metavar),
         )
-        for f in dataclasses.fields(RunOptions) if "option" in f.metadata
-        for name, opt in [(f.name, f.metadata["option"])]
+        for name, opt in declared_options().items()
     }
 
     def decorate(command: Callable) -> Callable:

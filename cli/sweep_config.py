@@ -4,7 +4,9 @@ anything starts, and a mistake is one line naming the file, the key and the reas
 
     sweep.toml: agents[1].args: must be a table, got a string
 
-Options given on the command line override the file (`merge`)."""
+Its keys, how each is written and its bounds come from the options declared in
+passhat.cli.run_options. Options given on the command line override the file
+(`merge`)."""
 
 from __future__ import annotations
 
@@ -176,10 +178,9 @@ class _Checker:
             return {name: model, opt.args: args}
         read: Callable[[str, Any], Any] = getattr(self, f"_{opt.kind}")
         parsed = read(key, value)
-        if opt.kind in ("integer", "number", "duration"):
-            reason = out_of_bounds(opt, parsed)
-            if reason:
-                self.fail(key, reason)
+        reason = out_of_bounds(opt, parsed)  # None for an option without bounds
+        if reason:
+            self.fail(key, reason)
         return {name: parsed}
 
     def _integer(self, key: str, value: Any) -> int:

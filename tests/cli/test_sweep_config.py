@@ -13,7 +13,7 @@ import pytest
 
 from passhat.cli import sweep_config
 from passhat.cli.run_config import build_config
-from passhat.cli.run_options import RunOptions, UserInputError
+from passhat.cli.run_options import RunOptions, UserInputError, declared_options, file_keys, options_with_bounds
 from passhat.cli.preview import RunSize, describe, direct_calls, needs_confirmation, run_size
 from passhat.contracts import RunConfig
 from passhat.domains.registry import get_domain
@@ -171,6 +171,39 @@ def test_a_bad_file_is_one_line_naming_file_key_and_reason(tmp_path, content, ex
     message = str(err.value)
     assert "\n" not in message
     assert message.startswith(f"{path}: " + expected.replace("{dir}", str(tmp_path))), message
+
+
+BELOW = {"trials": 0, "concurrency": 0, "max_steps": 0, "max_errors": 0, "max_attempts": -1,
+         "model_timeout": 0.5, "retry_for": "0s", "max_cost": 0.0}
+
+
+def test_a_bound_is_said_the_same_by_a_flag_and_a_file_key(tmp_path):
+    """Each bound is declared once, on its option: a value out of it gets the same reason
+    whether it comes from the command line or from a config file."""
+    assert set(options_with_bounds()) == set(BELOW)
+    keys = {name: key for key, name in file_keys().items()}
+    for name, value in BELOW.items():
+        opt = options_with_bounds()[name]
+        path = write(tmp_path, f"{keys[name]} = {json.dumps(value)}\n" + BASE)
+        with pytest.raises(UserInputError) as from_file:
+            sweep_config.load(path)
+        with pytest.raises(UserInputError) as from_flag:
+            build_config(RunOptions(domains=["airline"], agent_models=["scripted/oracle"],
+                                    user_model="scripted/oracle", **{name: value}))
+        reason = str(from_flag.value).removeprefix(f"{opt.flags[0]} ")
+        assert reason.startswith("must be "), from_flag.value
+        assert str(from_file.value) == f"{path}: {keys[name]}: {reason}"
+
+
+def test_run_has_a_flag_for_every_option_and_a_file_key_for_each_but_model_args():
+    import typer
+
+    from passhat.cli.main import app
+
+    run = typer.main.get_command(app).commands["run"]
+    flags = {opt for param in run.params for opt in param.opts}
+    assert all(set(opt.flags) <= flags for opt in declared_options().values())
+    assert set(file_keys().values()) == set(declared_options()) - {"agent_args", "user_args"}
 
 
 def test_a_missing_or_unreadable_file(tmp_path):
