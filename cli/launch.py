@@ -1,6 +1,6 @@
 """The Temporal client side of a run: starting (or attaching to) its workflow, following
 its progress, cancelling it, and asking for its workflow's status. The checks that build
-its RunConfig are in passhat.cli.run_options."""
+its RunConfig are in passhat.cli.run_config."""
 
 from __future__ import annotations
 

@@ -160,9 +160,9 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     if run_id is not None and not re.fullmatch(RUN_ID_PATTERN, run_id):
         raise UserInputError(f"--run-id '{run_id}' {RUN_ID_RULE}")
     # Cheap checks first: loading a domain takes seconds.
-    agent_args = model_args(options.agent_args, "--agent-args")
-    user_args = model_args(options.user_args, "--user-args")
-    per_model = {m: model_args(dict(a), f"the args of agent model {m}")
+    agent_args = _model_args(options.agent_args, "--agent-args")
+    user_args = _model_args(options.user_args, "--user-args")
+    per_model = {m: _model_args(dict(a), f"the args of agent model {m}")
                  for m, a in options.agent_model_args.items()}
     unknown = [m for m in per_model if m not in agent_models]
     if unknown:
@@ -223,7 +223,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     )
 
 
-def model_args(args: str | dict[str, Any] | None, option: str) -> dict[str, Any]:
+def _model_args(args: str | dict[str, Any] | None, option: str) -> dict[str, Any]:
     """litellm args of one side or model, checked: a JSON object (text from an option,
     or already parsed), without secrets, and at temperature 0.0 (tau2 run's default)
     unless it sets one."""
