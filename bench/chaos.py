@@ -47,7 +47,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from passhat.cli.launch import build_config
+
+from passhat.workflows.client import start_run
+from passhat.cli.run_config import build_config
+from passhat.cli.run_options import RunOptions
 from passhat.domains.registry import get_domain
 from passhat.infra.store import Store
 from passhat.infra.temporal_server import EmbeddedServer, connect
@@ -69,7 +72,6 @@ from passhat.testing.harness import (
 )
 from passhat.testing.postgres import ThrowawayPostgres
 from passhat.testing.scripted_http import ScriptedResponder, http_args, request_key
-from passhat.workflows.client import start_run
 from temporalio.api.enums.v1 import WorkflowExecutionStatus
 
 from passhat.contracts import RunConfig
@@ -113,11 +115,11 @@ def run_config(args: argparse.Namespace, model_url: str) -> RunConfig:
         ids = [t for t in domain.task_ids()
                if all(a.requestor == "assistant" for a in domain.task(t).gold_actions)]
         task_ids += ids[: args.tasks_per_domain]
-    return build_config(
+    return build_config(RunOptions(
         run_id=args.run_id, domains=args.domains, task_ids=task_ids,
         agent_models=[f"openai/{args.agent_model}"], user_model="openai/oracle",
         trials=args.k, concurrency=args.concurrency, agent_args=model_args, user_args=model_args,
-    )
+    ))
 
 
 def progress(line: str) -> None:

@@ -32,9 +32,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
+
 from temporalio.api.enums.v1 import PendingActivityState
 
-from passhat.cli.launch import build_config
+from passhat.workflows.client import start_run
+from passhat.cli.run_config import build_config
+from passhat.cli.run_options import RunOptions
 from passhat.infra.store import Store
 from passhat.infra.temporal_server import EmbeddedServer, connect
 from passhat.testing.harness import (
@@ -53,7 +56,6 @@ from passhat.testing.harness import (
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import free_ports
 from passhat.testing.scripted_http import ScriptedResponder, http_args, request_key
-from passhat.workflows.client import start_run
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -107,13 +109,13 @@ async def sweep(args, label: str, home: Path, srv: FaultServer, responder, kills
         model_args = json.dumps(http_args(srv.url))
         from passhat.domains.registry import get_domain
 
-        cfg = build_config(
+        cfg = build_config(RunOptions(
             run_id=args.run_id, domains=["airline"],
             task_ids=get_domain("airline").task_ids()[: args.tasks],
             agent_models=[f"openai/{args.agent_model}"], user_model="openai/oracle",
             trials=args.trials, concurrency=args.concurrency, agent_args=model_args,
             user_args=model_args, max_steps=100, max_errors=10, max_attempts=8,
-        )
+        ))
         if args.heartbeat_timeout:
             cfg.retry.heartbeat_timeout_s = args.heartbeat_timeout
         estimate = sum(model_calls_of(s) for s in trial_specs(cfg))

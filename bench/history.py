@@ -12,12 +12,14 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from passhat.cli.launch import build_config
+
+from passhat.workflows.client import follow, start_run
+from passhat.cli.run_config import build_config
+from passhat.cli.run_options import RunOptions
 from passhat.infra.store import Store
 from passhat.infra.temporal_server import EmbeddedServer, connect
-from passhat.testing.harness import free_port
-from passhat.workflows.client import follow, start_run
 from passhat.workflows.worker import build_worker
+from passhat.testing.harness import free_port
 
 
 async def main(pairs: list[str]) -> None:
@@ -31,12 +33,11 @@ async def main(pairs: list[str]) -> None:
             async with build_worker(client, store, task_queue="bench-history"):
                 for pair in pairs:
                     domain, task = pair.split(":")
-                    cfg = build_config(
+                    cfg = build_config(RunOptions(
                         run_id=f"hist-{uuid.uuid4().hex[:6]}", domains=[domain], task_ids=[task],
                         agent_models=["scripted/oracle"], user_model="scripted/oracle", trials=1,
-                        concurrency=1, agent_args=None, user_args=None, max_steps=100,
-                        max_errors=10, max_attempts=8,
-                    )
+                        concurrency=1, max_steps=100, max_errors=10, max_attempts=8,
+                    ))
                     handle = await start_run(client, store, cfg, task_queue="bench-history")
                     await follow(handle, store, cfg.run_id, lambda *a: None, poll_s=0.2)
                     [trial] = store.trials(cfg.run_id)

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from passhat.cli.launch import UserInputError
+from passhat.cli.run_options import UserInputError
 from passhat.contracts import TRIAL_SCORED, RunConfig, is_success, trial_workflow_id
 
 EXPORT_FORMATS = ("tau2", "jsonl")

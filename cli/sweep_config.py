@@ -4,7 +4,9 @@ anything starts, and a mistake is one line naming the file, the key and the reas
 
     sweep.toml: agents[1].args: must be a table, got a string
 
-Options given on the command line override the file (`merge`)."""
+Its keys, how each is written and its bounds come from the options declared in
+passhat.cli.run_options. Options given on the command line override the file
+(`merge`)."""
 
 from __future__ import annotations
 
@@ -15,45 +17,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
-from passhat.cli.launch import (
-    UserInputError,
+from passhat.cli.run_config import (
     check_model,
     parse_duration,
     parse_json_object,
     parse_provider_limits,
     refuse_secrets,
 )
+from passhat.cli.run_options import RunOptions, UserInputError, declared_options, file_keys, out_of_bounds
 from passhat.contracts import RUN_ID_PATTERN, RUN_ID_RULE, provider_of
 
-# The file's keys, each with the parameter of build_config it sets (agents and user set
-# two: the models and their args).
-KEYS = {
-    "run_id": "run_id",
-    "agents": "agent_models",
-    "user": "user_model",
-    "domains": "domains",
-    "tasks": "task_ids",
-    "task_file": "task_file",
-    "trials": "trials",
-    "seed": "seed",
-    "concurrency": "concurrency",
-    "max_steps": "max_steps",
-    "max_errors": "max_errors",
-    "retry_for": "retry_for",
-    "max_attempts": "max_attempts",
-    "model_timeout": "model_timeout",
-    "max_cost": "max_cost",
-    "rate_limits": "rate_limits",
-    "max_concurrent": "max_concurrent",
-    "lenient_tool_args": "lenient_tool_args",
-}
 MODEL_KEYS = ("model", "args")  # of each [[agents]] table and of [user]
 
 
 @dataclass
 class Sweep:
-    """A checked config file: build_config's arguments it sets, by parameter name (a
-    key the file does not have is absent). Paths in it are absolute."""
+    """A checked config file: the RunOptions fields it sets, by field name (a field the
+    file does not set is absent). Paths in it are absolute."""
 
     path: str
     values: dict[str, Any]
@@ -64,20 +44,21 @@ def load(path: str) -> Sweep:
     reason. Cheap checks first: models need litellm, domains and tasks need tau2."""
     data = _parse(path)
     check = _Checker(path)
+    keys = file_keys()
     values: dict[str, Any] = {}
     for key, value in data.items():
-        if key not in KEYS:
-            check.fail(key, f"unknown key; known keys: {', '.join(sorted(KEYS))}")
-        values.update(check.value(key, value))
+        if key not in keys:
+            check.fail(key, f"unknown key; known keys: {', '.join(sorted(keys))}")
+        values.update(check.value(key, keys[key], value))
     for where, model in check.models:
         check_model(model, f"{path}: {where}")
     check.domains_and_tasks(values, base=Path(path).expanduser().absolute().parent)
     return Sweep(path, values)
 
 
-def merge(sweep: Sweep | None, options: dict[str, Any], given: set[str]) -> dict[str, Any]:
-    """build_config's arguments: an option given on the command line (its parameter
-    name in `given`), else the file's value, else the option's default.
+def merge(sweep: Sweep | None, from_flags: RunOptions, given: set[str]) -> RunOptions:
+    """The run's options: an option given on the command line (its field name in
+    `given`), else the file's value, else the option's default.
 
     Model args merge key by key, the command line's winning: --agent-args over each
     agent's args, --user-args over the user's. --agent-model replaces the file's agents
@@ -85,46 +66,44 @@ def merge(sweep: Sweep | None, options: dict[str, Any], given: set[str]) -> dict
     tasks for a domain (and its task_file) apply when that domain runs. With models from
     the command line, the file's provider caps keep the providers those models call."""
     if sweep is None:
-        return dict(options)
+        return from_flags
+    cli = vars(from_flags)
     file = sweep.values
-    out = {name: options[name] if name in given or name not in file else file[name]
-           for name in options}
+    out = {name: cli[name] if name in given or name not in file else file[name] for name in cli}
     if "agent_models" in given:
-        out["agent_model_args"] = options.get("agent_model_args")
+        out["agent_model_args"] = cli["agent_model_args"]
     elif "agent_models" in file:
-        extra = parse_json_object(options.get("agent_args"), "--agent-args") if "agent_args" in given else {}
+        extra = parse_json_object(cli["agent_args"], "--agent-args") if "agent_args" in given else {}
         out["agent_model_args"] = {m: {**args, **extra} for m, args in file["agent_model_args"].items()}
     if "user_args" in given and "user_args" in file:
-        out["user_args"] = {**file["user_args"], **parse_json_object(options["user_args"], "--user-args")}
+        out["user_args"] = {**file["user_args"], **parse_json_object(cli["user_args"], "--user-args")}
     for caps in ("rate_limits", "max_concurrent"):
         if caps not in given and file.get(caps) and {"agent_models", "user_model"} & given:
             # Models from the command line: the file's caps on providers they do not call go.
             used = {provider_of(m) for m in [*(out["agent_models"] or []), out["user_model"] or ""]}
             out[caps] = [r for r in file[caps] if r.split("=", 1)[0] in used]
     if {"task_ids", "task_file"} & given:
-        out["task_ids"], out["task_file"] = options["task_ids"], options["task_file"]
+        out["task_ids"], out["task_file"] = cli["task_ids"], cli["task_file"]
     elif "domains" in given:
         run = set(out["domains"])
         out["task_ids"] = {d: ids for d, ids in file.get("task_ids", {}).items() if d in run}
         if file.get("task_file") is not None and run != set(file["domains"]):
             out["task_file"] = None
-    return out
+    return RunOptions(**out)
 
 
-# What each missing requirement is called on the command line and in a config file.
-REQUIRED = (("domains", "--domain", "domains"), ("agent_models", "--agent-model", "agents"),
-            ("user_model", "--user-model", "user"))
+REQUIRED = ("domains", "agent_models", "user_model")  # a run has none of its own
 
 
-def check_required(values: dict[str, Any], help_hint: str) -> None:
+def check_required(values: RunOptions, help_hint: str) -> None:
     """A run needs domains, agent models and a user model, from options or the file."""
-    missing = [(option, key) for name, option, key in REQUIRED if not values.get(name)]
+    missing = [name for name in REQUIRED if not getattr(values, name)]
     if missing:
-        options = ", ".join(f"'{option}'" for option, _ in missing)
-        keys = ", ".join(key for _, key in missing)
+        flags = ", ".join(f"'{declared_options()[name].flags[0]}'" for name in missing)
+        key_of = {name: key for key, name in file_keys().items()}
         raise UserInputError(
-            f"Missing option{'s' if len(missing) > 1 else ''} {options} (or {keys} in a "
-            f"--config file){help_hint}"
+            f"Missing option{'s' if len(missing) > 1 else ''} {flags} (or "
+            f"{', '.join(key_of[name] for name in missing)} in a --config file){help_hint}"
         )
 
 
@@ -185,69 +164,65 @@ class _Checker:
     def fail(self, key: str, reason: str) -> NoReturn:
         raise UserInputError(f"{self.path}: {key}: {reason}")
 
-    def value(self, key: str, value: Any) -> dict[str, Any]:
-        """build_config's arguments from one top-level key."""
-        if key == "agents":
-            return self._agents(value)
-        if key == "user":
+    def value(self, key: str, name: str, value: Any) -> dict[str, Any]:
+        """The RunOptions fields one top-level key sets (`name` and, for a model table,
+        the field of its args), read as the option's kind says."""
+        opt = declared_options()[name]
+        if opt.kind == "models":
+            models = self._agents(key, value)
+            return {name: list(models), opt.args: models}
+        if opt.kind == "model":
             model, args = self._model(key, value)
-            return {"user_model": model, "user_args": args}
-        if key == "domains":
-            return {"domains": self._strings(key, value)}
-        if key == "tasks":
-            return {"task_ids": self._tasks(value)}
-        if key in ("task_file", "run_id"):
-            text = self._string(key, value)
-            if key == "run_id" and not re.fullmatch(RUN_ID_PATTERN, text):
-                self.fail(key, f"'{text}' {RUN_ID_RULE}")
-            return {key: text}
-        if key == "lenient_tool_args":
-            if not isinstance(value, bool):
-                self.fail(key, f"must be true or false, got {_kind(value)}")
-            return {key: value}
-        if key == "retry_for":
-            return {key: self._duration(key, value)}
-        if key == "rate_limits":
-            return {key: self._rate_limits(value)}
-        if key == "max_concurrent":
-            return {key: self._max_concurrent(value)}
-        if key in ("max_cost", "model_timeout"):
-            if not _is_number(value):
-                self.fail(key, f"must be a number, got {_kind(value)}")
-            if key == "max_cost" and not value > 0:
-                self.fail(key, f"must be more than 0 (USD), got {value:g}")
-            if key == "model_timeout" and not value >= 1:
-                self.fail(key, f"must be at least 1 (seconds), got {value:g}")
-            return {key: float(value)}
-        # The integers: trials, seed, concurrency, max_steps, max_errors, max_attempts.
+            return {name: model, opt.args: args}
+        read: Callable[[str, Any], Any] = getattr(self, f"_{opt.kind}")
+        parsed = read(key, value)
+        reason = out_of_bounds(opt, parsed)  # None for an option without bounds
+        if reason:
+            self.fail(key, reason)
+        return {name: parsed}
+
+    def _integer(self, key: str, value: Any) -> int:
         if not isinstance(value, int) or isinstance(value, bool):
             self.fail(key, f"must be an integer, got {_kind(value)}")
-        low = {"seed": None, "max_attempts": 0}.get(key, 1)
-        if low is not None and value < low:
-            self.fail(key, f"must be at least {low}, got {value}")
-        return {key: value}
+        return value
 
-    def _rate_limits(self, value: Any) -> list[str]:
+    def _number(self, key: str, value: Any) -> float:
+        if not _is_number(value):
+            self.fail(key, f"must be a number, got {_kind(value)}")
+        return float(value)
+
+    def _boolean(self, key: str, value: Any) -> bool:
+        if not isinstance(value, bool):
+            self.fail(key, f"must be true or false, got {_kind(value)}")
+        return value
+
+    def _run_id(self, key: str, value: Any) -> str:
+        text = self._string(key, value)
+        if not re.fullmatch(RUN_ID_PATTERN, text):
+            self.fail(key, f"'{text}' {RUN_ID_RULE}")
+        return text
+
+    def _rates(self, key: str, value: Any) -> list[str]:
         """`rate_limits = { openai = "60/min" }`: as many `--rate-limit` values."""
         if not isinstance(value, dict):
-            self.fail("rate_limits", f'must be a table such as {{ openai = "60/min" }}, got {_kind(value)}')
+            self.fail(key, f'must be a table such as {{ openai = "60/min" }}, got {_kind(value)}')
         out = []
         for provider, rate in value.items():
-            option = f"{provider}={self._string(f'rate_limits.{provider}', rate)}"
+            option = f"{provider}={self._string(f'{key}.{provider}', rate)}"
             try:
                 parse_provider_limits([option])
             except UserInputError:
-                self.fail(f"rate_limits.{provider}", f"must be a rate such as \"60/min\", \"2/s\" or \"1000/h\", got '{rate}'")
+                self.fail(f"{key}.{provider}", f"must be a rate such as \"60/min\", \"2/s\" or \"1000/h\", got '{rate}'")
             out.append(option)
         return out
 
-    def _max_concurrent(self, value: Any) -> list[str]:
+    def _caps(self, key: str, value: Any) -> list[str]:
         """`max_concurrent = { openai = 8 }`: as many `--max-concurrent` values."""
         if not isinstance(value, dict):
-            self.fail("max_concurrent", f"must be a table such as {{ openai = 8 }}, got {_kind(value)}")
+            self.fail(key, f"must be a table such as {{ openai = 8 }}, got {_kind(value)}")
         for provider, n in value.items():
             if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-                self.fail(f"max_concurrent.{provider}", f"must be an integer of at least 1, got {n!r}")
+                self.fail(f"{key}.{provider}", f"must be an integer of at least 1, got {n!r}")
         return [f"{provider}={n}" for provider, n in value.items()]
 
     def _string(self, key: str, value: Any) -> str:
@@ -275,8 +250,6 @@ class _Checker:
                 self.fail(key, f"{rule}, got '{value}'")
         else:
             self.fail(key, f"{rule}, got {_kind(value)}")
-        if seconds < 1:
-            self.fail(key, f"must be at least 1 second, got {value}")
         return seconds
 
     def _model(self, key: str, value: Any) -> tuple[str, dict[str, Any]]:
@@ -286,7 +259,7 @@ class _Checker:
         for k in value:
             if k not in MODEL_KEYS:
                 # TOML gives a table every key that follows its header.
-                hint = " (a top-level key goes above the first [table] or [[agents]])" if k in KEYS else ""
+                hint = " (a top-level key goes above the first [table] or [[agents]])" if k in file_keys() else ""
                 self.fail(f"{key}.{k}", f"unknown key; known keys: {', '.join(MODEL_KEYS)}{hint}")
         if "model" not in value:
             self.fail(key, "has no model (a litellm model string such as openai/gpt-4.1)")
@@ -302,32 +275,33 @@ class _Checker:
         self.models.append((f"{key}.model", model))
         return model, args
 
-    def _agents(self, value: Any) -> dict[str, Any]:
+    def _agents(self, key: str, value: Any) -> dict[str, dict[str, Any]]:
+        """The [[agents]] tables: each model with its args, in the file's order."""
         if not isinstance(value, list):
-            self.fail("agents", f"must be an array of tables ([[agents]] with a model each), got {_kind(value)}")
+            self.fail(key, f"must be an array of tables ([[agents]] with a model each), got {_kind(value)}")
         if not value:
-            self.fail("agents", "must not be empty: give at least one [[agents]] table with a model")
+            self.fail(key, "must not be empty: give at least one [[agents]] table with a model")
         args: dict[str, dict[str, Any]] = {}
         first: dict[str, int] = {}
         for i, entry in enumerate(value):
-            model, model_args = self._model(f"agents[{i}]", entry)
+            model, model_args = self._model(f"{key}[{i}]", entry)
             if model in first:
-                self.fail(f"agents[{i}].model", f"'{model}' is already agents[{first[model]}].model")
+                self.fail(f"{key}[{i}].model", f"'{model}' is already {key}[{first[model]}].model")
             first[model] = i
             args[model] = model_args
-        return {"agent_models": list(args), "agent_model_args": args}
+        return args
 
-    def _tasks(self, value: Any) -> dict[str, list[str]]:
+    def _tasks(self, key: str, value: Any) -> dict[str, list[str]]:
         if not isinstance(value, dict):
-            self.fail("tasks", f'must be a table of task ids per domain, such as {{ airline = ["0", "1"] }}, got {_kind(value)}')
+            self.fail(key, f'must be a table of task ids per domain, such as {{ airline = ["0", "1"] }}, got {_kind(value)}')
         out: dict[str, list[str]] = {}
         for domain, ids in value.items():
-            key = f"tasks.{domain}"
+            where = f"{key}.{domain}"
             if not isinstance(ids, list) or not ids:
-                self.fail(key, f"must be a non-empty array of task ids, got {_kind(ids) if ids != [] else 'an empty array'}")
+                self.fail(where, f"must be a non-empty array of task ids, got {_kind(ids) if ids != [] else 'an empty array'}")
             for i, task in enumerate(ids):
                 if not isinstance(task, (str, int)) or isinstance(task, bool):
-                    self.fail(f"{key}[{i}]", f"must be a task id (a string), got {_kind(task)}")
+                    self.fail(f"{where}[{i}]", f"must be a task id (a string), got {_kind(task)}")
             out[domain] = [str(t) for t in ids]
         return out
 

@@ -49,7 +49,7 @@ def start_worker_processes(
     try:
         logs.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        from passhat.cli.launch import UserInputError
+        from passhat.cli.run_options import UserInputError
 
         raise UserInputError(f"cannot create the worker log folder {logs}: {err.strerror}; "
                              "check PASSHAT_HOME") from None

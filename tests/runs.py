@@ -6,20 +6,20 @@ from __future__ import annotations
 import uuid
 from contextlib import asynccontextmanager
 
-from passhat.cli.launch import build_config
-from passhat.contracts import RunSummary
 from passhat.workflows.client import follow, start_run
+from passhat.cli.run_config import build_config
+from passhat.cli.run_options import RunOptions
 from passhat.workflows.worker import build_worker
+from passhat.contracts import RunSummary
 
 
-def config(**overrides):
+def config(limit: int | None = None, **overrides):
     args = dict(
-        run_id=f"t-{uuid.uuid4().hex[:8]}", domains=["airline"], task_ids=[],
-        agent_models=["scripted/oracle"], user_model="scripted/oracle", trials=1,
-        concurrency=16, agent_args=None, user_args=None, limit=None,
+        run_id=f"t-{uuid.uuid4().hex[:8]}", domains=["airline"],
+        agent_models=["scripted/oracle"], user_model="scripted/oracle", concurrency=16,
     )
     args.update(overrides)
-    return build_config(**args)
+    return build_config(RunOptions(**args), limit=limit)
 
 
 @asynccontextmanager

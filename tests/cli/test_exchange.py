@@ -364,7 +364,7 @@ def test_import_is_one_transaction_on_both_backends(store, tmp_path):
 
     from passhat import metrics
     from passhat.cli.exchange import export_run, import_files
-    from passhat.cli.launch import UserInputError
+    from passhat.cli.run_options import UserInputError
 
     result = import_files(store, [str(TAU2_MOCK_RESULTS)])
     assert (result.trials, result.tasks, result.already) == (4, 2, False)

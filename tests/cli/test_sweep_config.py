@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from passhat.cli import sweep_config
-from passhat.cli.launch import UserInputError, build_config
+from passhat.cli.run_config import build_config
+from passhat.cli.run_options import RunOptions, UserInputError, declared_options, file_keys, options_with_bounds
 from passhat.cli.preview import RunSize, describe, direct_calls, needs_confirmation, run_size
 from passhat.contracts import RunConfig
 from passhat.domains.registry import get_domain
@@ -52,15 +53,6 @@ model = "hosted_vllm/qwen"
 args = { api_base = "http://localhost:8000/v1", input_cost_per_token = 1e-7, output_cost_per_token = 2e-7 }
 """
 
-# What the options of `passhat run` give build_config when none is given.
-DEFAULTS = dict(
-    domains=[], task_ids=[], agent_models=[], user_model=None, trials=1, concurrency=8,
-    run_id=None, agent_args=None, user_args=None, max_steps=200, max_errors=10, max_attempts=0,
-    model_timeout=300.0, retry_for="15m", task_file=None, seed=300, lenient_tool_args=False,
-    max_cost=None, agent_model_args=None, rate_limits=[], max_concurrent=[],
-)
-
-
 def write(tmp_path: Path, text: str, name: str = "sweep.toml") -> str:
     path = tmp_path / name
     path.write_text(text)
@@ -84,7 +76,7 @@ def test_a_good_file_sets_every_key(tmp_path):
                                  "input_cost_per_token": 1e-7, "output_cost_per_token": 2e-7},
         },
     }
-    config = build_config(limit=None, **sweep_config.merge(sweep, dict(DEFAULTS), set()))
+    config = build_config(sweep_config.merge(sweep, RunOptions(), set()))
     # Each agent model's calls carry its own args (temperature 0.0 unless they set one).
     args = {unit.agent_model: unit.agent_args for unit in config.units()}
     assert args == {
@@ -110,9 +102,9 @@ def test_a_task_file_is_relative_to_the_config(tmp_path):
     path = write(tmp_path, 'domains = ["airline"]\ntask_file = "tasks/mine.json"\n[tasks]\nairline = ["t1"]\n')
     sweep = sweep_config.load(path)
     assert sweep.values["task_file"] == str(tmp_path / "tasks" / "mine.json")
-    values = sweep_config.merge(sweep, {**DEFAULTS, "agent_models": ["scripted/oracle"],
-                                        "user_model": "scripted/oracle"}, {"agent_models", "user_model"})
-    config = build_config(limit=None, **values)
+    values = sweep_config.merge(sweep, RunOptions(agent_models=["scripted/oracle"], user_model="scripted/oracle"),
+                                {"agent_models", "user_model"})
+    config = build_config(values)
     assert config.task_ids == {f"airline@{tmp_path / 'tasks' / 'mine.json'}": ["t1"]}
 
 
@@ -181,6 +173,39 @@ def test_a_bad_file_is_one_line_naming_file_key_and_reason(tmp_path, content, ex
     assert message.startswith(f"{path}: " + expected.replace("{dir}", str(tmp_path))), message
 
 
+BELOW = {"trials": 0, "concurrency": 0, "max_steps": 0, "max_errors": 0, "max_attempts": -1,
+         "model_timeout": 0.5, "retry_for": "0s", "max_cost": 0.0}
+
+
+def test_a_bound_is_said_the_same_by_a_flag_and_a_file_key(tmp_path):
+    """Each bound is declared once, on its option: a value out of it gets the same reason
+    whether it comes from the command line or from a config file."""
+    assert set(options_with_bounds()) == set(BELOW)
+    keys = {name: key for key, name in file_keys().items()}
+    for name, value in BELOW.items():
+        opt = options_with_bounds()[name]
+        path = write(tmp_path, f"{keys[name]} = {json.dumps(value)}\n" + BASE)
+        with pytest.raises(UserInputError) as from_file:
+            sweep_config.load(path)
+        with pytest.raises(UserInputError) as from_flag:
+            build_config(RunOptions(domains=["airline"], agent_models=["scripted/oracle"],
+                                    user_model="scripted/oracle", **{name: value}))
+        reason = str(from_flag.value).removeprefix(f"{opt.flags[0]} ")
+        assert reason.startswith("must be "), from_flag.value
+        assert str(from_file.value) == f"{path}: {keys[name]}: {reason}"
+
+
+def test_run_has_a_flag_for_every_option_and_a_file_key_for_each_but_model_args():
+    import typer
+
+    from passhat.cli.main import app
+
+    run = typer.main.get_command(app).commands["run"]
+    flags = {opt for param in run.params for opt in param.opts}
+    assert all(set(opt.flags) <= flags for opt in declared_options().values())
+    assert set(file_keys().values()) == set(declared_options()) - {"agent_args", "user_args"}
+
+
 def test_a_missing_or_unreadable_file(tmp_path):
     with pytest.raises(UserInputError, match=r"^nope\.toml: no such config file$"):
         sweep_config.load("nope.toml")
@@ -191,24 +216,24 @@ def test_a_missing_or_unreadable_file(tmp_path):
 def test_options_on_the_command_line_override_the_file(tmp_path):
     sweep = sweep_config.load(write(tmp_path, GOOD))
     given = {"trials", "seed", "max_cost", "domains", "user_args", "agent_args"}
-    options = {**DEFAULTS, "trials": 1, "seed": 300, "max_cost": 9.0, "domains": ["airline"],
-               "user_args": '{"temperature": 0.9}', "agent_args": '{"max_tokens": 64, "top_p": 0.5}'}
+    options = RunOptions(trials=1, seed=300, max_cost=9.0, domains=["airline"],
+                         user_args='{"temperature": 0.9}', agent_args='{"max_tokens": 64, "top_p": 0.5}')
     values = sweep_config.merge(sweep, options, given)
-    assert (values["trials"], values["seed"], values["max_cost"]) == (1, 300, 9.0)  # the options'
-    assert (values["concurrency"], values["max_steps"], values["run_id"]) == (12, 50, "sweep-1")  # the file's
+    assert (values.trials, values.seed, values.max_cost) == (1, 300, 9.0)  # the options'
+    assert (values.concurrency, values.max_steps, values.run_id) == (12, 50, "sweep-1")  # the file's
     # Model args merge key by key, the command line's winning.
-    assert values["user_args"] == {"temperature": 0.9}
-    assert values["agent_model_args"]["openai/gpt-4.1"] == {"temperature": 0.3, "max_tokens": 64, "top_p": 0.5}
-    assert values["agent_model_args"]["anthropic/claude-sonnet-4-5"] == {"max_tokens": 64, "top_p": 0.5}
+    assert values.user_args == {"temperature": 0.9}
+    assert values.agent_model_args["openai/gpt-4.1"] == {"temperature": 0.3, "max_tokens": 64, "top_p": 0.5}
+    assert values.agent_model_args["anthropic/claude-sonnet-4-5"] == {"max_tokens": 64, "top_p": 0.5}
     # --domain replaces the file's domains; its tasks apply to the domains that run.
-    assert values["domains"] == ["airline"] and values["task_ids"] == {"airline": ["0", "1"]}
-    config = build_config(limit=None, **values)
+    assert values.domains == ["airline"] and values.task_ids == {"airline": ["0", "1"]}
+    config = build_config(values)
     assert (config.trials, config.seed, config.max_cost, config.domains) == (1, 300, 9.0, ["airline"])
 
     # --agent-model replaces the file's agents and their args; --task replaces its tasks.
-    values = sweep_config.merge(sweep, {**DEFAULTS, "agent_models": ["scripted/oracle"], "task_ids": ["2"]},
+    values = sweep_config.merge(sweep, RunOptions(agent_models=["scripted/oracle"], task_ids=["2"]),
                                 {"agent_models", "task_ids"})
-    config = build_config(limit=None, **values)
+    config = build_config(values)
     assert config.agent_models == ["scripted/oracle"] and config.agent_model_args == {}
     assert config.provider_limits == {}  # the file's caps were on providers no longer called
     assert config.task_ids == {"airline": ["2"], "retail": ["2"]}
@@ -216,12 +241,12 @@ def test_options_on_the_command_line_override_the_file(tmp_path):
 
 def test_a_run_needs_domains_models_and_a_user_model_from_somewhere(tmp_path):
     with pytest.raises(UserInputError) as err:
-        sweep_config.check_required(sweep_config.merge(None, dict(DEFAULTS), set()), " — see help")
+        sweep_config.check_required(sweep_config.merge(None, RunOptions(), set()), " — see help")
     assert str(err.value) == ("Missing options '--domain', '--agent-model', '--user-model' "
                               "(or domains, agents, user in a --config file) — see help")
     sweep = sweep_config.load(write(tmp_path, f'domains = ["airline"]\n{AGENT}'))
     with pytest.raises(UserInputError, match=r"^Missing option '--user-model' \(or user in a --config file\)$"):
-        sweep_config.check_required(sweep_config.merge(sweep, dict(DEFAULTS), set()), "")
+        sweep_config.check_required(sweep_config.merge(sweep, RunOptions(), set()), "")
 
 
 # A run stored before per-model args and budgets existed (config_json as that version
@@ -255,11 +280,10 @@ def test_a_stored_run_keeps_its_identity():
 
 def test_a_run_starts_its_longest_tasks_first():
     # A long conversation started last runs on alone after the others have ended.
-    config = build_config(run_id="order", domains=["airline", "retail"],
-                          task_ids={"airline": ["0", "1", "3", "4"], "retail": ["0", "2"]},
-                          agent_models=["scripted/oracle", "scripted/noisy-0.5"],
-                          user_model="scripted/oracle", trials=2, concurrency=8,
-                          agent_args=None, user_args=None)
+    config = build_config(RunOptions(run_id="order", domains=["airline", "retail"],
+                                     task_ids={"airline": ["0", "1", "3", "4"], "retail": ["0", "2"]},
+                                     agent_models=["scripted/oracle", "scripted/noisy-0.5"],
+                                     user_model="scripted/oracle", trials=2))
     assert config.expected_calls == {"airline": {"0": 3, "1": 5, "3": 5, "4": 9},
                                      "retail": {"0": 8, "2": 14}}
     order = [(u.domain, u.task_id, u.agent_model) for u in config.units()]
@@ -275,10 +299,9 @@ TELECOM_TASK = "[mobile_data_issue]airplane_mode_on|user_abroad_roaming_enabled_
 
 
 def test_the_size_of_a_run_before_it_starts():
-    config = build_config(run_id="size", domains=["airline"], task_ids=["1", "17"],
-                          agent_models=["scripted/oracle", "scripted/noisy-0.5"],
-                          user_model="scripted/oracle", trials=3, concurrency=8,
-                          agent_args=None, user_args=None, max_cost=4.0)
+    config = build_config(RunOptions(run_id="size", domains=["airline"], task_ids=["1", "17"],
+                                     agent_models=["scripted/oracle", "scripted/noisy-0.5"],
+                                     user_model="scripted/oracle", trials=3, max_cost=4.0))
     size = run_size(config)
     # Task 1 has 2 gold actions of the agent's, task 17 has 3: 5 and 6 calls each.
     assert [direct_calls(get_domain("airline").task(t)) for t in ("1", "17")] == [5, 6]

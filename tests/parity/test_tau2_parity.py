@@ -309,8 +309,9 @@ async def run_passhat(
 ) -> None:
     """passhat runs (one per domain: task ids such as "3" exist in several domains) on a
     worker of the test's own, all followed at once."""
-    from passhat.cli.launch import build_config
     from passhat.workflows.client import follow, start_run
+    from passhat.cli.run_config import build_config
+    from passhat.cli.run_options import RunOptions
     from passhat.workflows.worker import build_worker
 
     with FaultServer() as srv:
@@ -318,13 +319,13 @@ async def run_passhat(
         # not given, while tau2 gets them as `tau2 run` passes its defaults.
         args = json.dumps(passhat_http_args(srv.url))
         configs = [
-            build_config(
+            build_config(RunOptions(
                 run_id=f"parity-{group.name}-{domain}-{uuid.uuid4().hex[:6]}",
                 domains=[domain], task_ids=ids, agent_models=[MODEL], user_model=MODEL,
                 trials=TRIALS, concurrency=8, agent_args=args, user_args=args,
                 max_steps=group.max_steps, max_errors=group.max_errors, max_attempts=2,
                 model_timeout=60.0,
-            )
+            ))
             for domain, ids in tasks.items()
         ]
         # If passhat's trial seeds are not tau2's, the model plays each passhat trial as

@@ -1,5 +1,6 @@
-"""Validating a run request: the checks of what the user asked for, and the RunConfig
-they build. Starting and following the run is passhat.workflows.client."""
+"""Turning a run's options into a checked RunConfig (`build_config`), and the checks of
+the values one option or sweep-file key holds: JSON model args without secrets, model
+strings litellm can route, durations, provider caps, run ids."""
 
 from __future__ import annotations
 
@@ -9,22 +10,13 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any
 
-from passhat.contracts import (
-    DEFAULT_MAX_ERRORS,
-    DEFAULT_MAX_STEPS,
-    DEFAULT_SEED,
-    DEFAULT_TEMPERATURE,
-    RUN_ID_PATTERN,
-    RUN_ID_RULE,
-    ProviderLimit,
-    RetryConfig,
-    RunConfig,
-    provider_of,
-)
+from passhat.cli.run_options import RunOptions, UserInputError, check_bounds, options_with_bounds
+from passhat.contracts import DEFAULT_TEMPERATURE, RUN_ID_PATTERN, RUN_ID_RULE, ProviderLimit, RunConfig, provider_of
 
 
-class UserInputError(Exception):
-    """A mistake in what the user asked for; the message says how to fix it."""
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("run-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
 def parse_json_object(text: str | None, option: str) -> dict[str, Any]:
@@ -56,12 +48,12 @@ def refuse_secrets(args: dict[str, Any], option: str) -> None:
 
 def check_model(model: str, option: str) -> None:
     """Refuse a model string litellm cannot route before anything is started."""
-    from passhat.infra import scripted_provider
+    from passhat.infra import scripted_provider as scripted
 
-    if model.startswith(f"{scripted_provider.PROVIDER}/"):
+    if model.startswith(f"{scripted.PROVIDER}/"):
         try:
-            scripted_provider.parse_name(model.split("/", 1)[1])
-        except scripted_provider.ScriptedModelError as err:
+            scripted.parse_name(model.split("/", 1)[1])
+        except scripted.ScriptedModelError as err:
             raise UserInputError(f"{option}: {err}")
         return
     import litellm
@@ -127,55 +119,26 @@ def provider_limit_args(limits: dict[str, ProviderLimit]) -> list[str]:
     return args
 
 
-def new_run_id() -> str:
-    return datetime.now(timezone.utc).strftime("run-%Y%m%d-%H%M%S-") + secrets.token_hex(2)
-
-
-def build_config(
-    *,
-    run_id: str | None,
-    domains: list[str],
-    task_ids: list[str] | dict[str, list[str]],
-    agent_models: list[str],
-    user_model: str,
-    trials: int,
-    concurrency: int,
-    agent_args: str | dict[str, Any] | None,
-    user_args: str | dict[str, Any] | None,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    max_errors: int = DEFAULT_MAX_ERRORS,
-    max_attempts: int = RetryConfig.model_fields["max_attempts"].default,
-    model_timeout: float = RetryConfig.model_fields["model_call_timeout_s"].default,
-    retry_for: str | float = RetryConfig.model_fields["retry_for_s"].default,
-    limit: int | None = None,
-    task_file: str | None = None,
-    seed: int = DEFAULT_SEED,
-    lenient_tool_args: bool = False,
-    agent_model_args: dict[str, dict[str, Any]] | None = None,
-    max_cost: float | None = None,
-    rate_limits: list[str] | None = None,
-    max_concurrent: list[str] | None = None,
-) -> RunConfig:
-    """A validated RunConfig. `task_ids` is one list for every domain, or per domain (a
-    sweep config's tasks; a domain it does not name runs every task). `agent_args` /
-    `user_args` are JSON text (the options) or already parsed (a sweep config);
-    `agent_model_args` gives agent models args of their own, which replace agent_args for
-    them. `limit` (demo's --tasks) takes the first tasks of each domain. `rate_limits`
-    and `max_concurrent` are `--rate-limit` and `--max-concurrent` values."""
+def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
+    """A validated RunConfig. `options.task_ids` is one list for every domain, or per
+    domain (a sweep config's tasks; a domain it does not name runs every task); model args
+    are JSON text (the options) or already parsed (a sweep config). `limit` (demo's
+    --tasks) takes the first tasks of each domain."""
     from passhat.cli.preview import direct_calls
     from passhat.domains.base import UnknownDomainError
     from passhat.domains.registry import get_domain
     from passhat.domains.task_file import TaskFileError, custom_domain_name, split_domain_name
 
+    domains, task_ids, agent_models = options.domains, options.task_ids, options.agent_models
     if not domains:
         raise UserInputError("give at least one --domain (see `passhat domains`)")
-    if task_file is not None:
+    if options.task_file is not None:
         if len(set(domains)) != 1 or split_domain_name(domains[0])[1] is not None:
             raise UserInputError(
                 "--task-file replaces the tasks of one domain: give exactly one plain "
                 "--domain with it, e.g. --domain airline --task-file my_tasks.json"
             )
-        domains = [custom_domain_name(domains[0], task_file)]
+        domains = [custom_domain_name(domains[0], options.task_file)]
     # "domain@file" given directly is recorded with an absolute path too: workers may
     # run in another directory.
     domains = [
@@ -184,28 +147,28 @@ def build_config(
     ]
     if not agent_models:
         raise UserInputError("give at least one --agent-model")
-    retry_for_s = parse_duration(retry_for, "--retry-for")
-    for name, value, low in (("--trials", trials, 1), ("--concurrency", concurrency, 1),
-                             ("--max-steps", max_steps, 1), ("--max-errors", max_errors, 1),
-                             ("--max-attempts", max_attempts, 0), ("--model-timeout", model_timeout, 1),
-                             ("--retry-for", retry_for_s, 1), ("--tasks", 1 if limit is None else limit, 1)):
-        if value < low:
-            raise UserInputError(f"{name} must be at least {low}, got {value}")
-    check_budget(max_cost)
+    values = {**vars(options), "retry_for": parse_duration(options.retry_for, "--retry-for")}
+    for name in options_with_bounds():
+        if values[name] is not None:
+            check_bounds(name, values[name])
+    if limit is not None and limit < 1:
+        raise UserInputError(f"--tasks must be at least 1, got {limit}")
+    run_id = options.run_id
     if run_id is not None and not re.fullmatch(RUN_ID_PATTERN, run_id):
         raise UserInputError(f"--run-id '{run_id}' {RUN_ID_RULE}")
     # Cheap checks first: loading a domain takes seconds.
-    parsed_agent_args = _model_args(agent_args, "--agent-args")
-    parsed_user_args = _model_args(user_args, "--user-args")
+    agent_args = _model_args(options.agent_args, "--agent-args")
+    user_args = _model_args(options.user_args, "--user-args")
     per_model = {m: _model_args(dict(a), f"the args of agent model {m}")
-                 for m, a in (agent_model_args or {}).items()}
+                 for m, a in options.agent_model_args.items()}
     unknown = [m for m in per_model if m not in agent_models]
     if unknown:
         raise UserInputError(f"args given for agent model(s) the run does not have: {', '.join(unknown)}")
     for model in agent_models:
         check_model(model, "--agent-model")
-    check_model(user_model, "--user-model")
-    provider_limits = parse_provider_limits(rate_limits or [], max_concurrent, models=[*agent_models, user_model])
+    check_model(options.user_model, "--user-model")
+    provider_limits = parse_provider_limits(options.rate_limits, options.max_concurrent,
+                                            models=[*agent_models, options.user_model])
     per_domain: dict[str, list[str]] = {}
     for domain_name in dict.fromkeys(domains):
         try:
@@ -236,30 +199,25 @@ def build_config(
     return RunConfig(
         run_id=run_id or new_run_id(),
         agent_models=list(dict.fromkeys(agent_models)),
-        user_model=user_model,
+        user_model=options.user_model,
         domains=list(per_domain),
         task_ids=per_domain,
-        trials=trials,
-        concurrency=concurrency,
-        agent_args=parsed_agent_args,
-        user_args=parsed_user_args,
+        trials=options.trials,
+        concurrency=options.concurrency,
+        agent_args=agent_args,
+        user_args=user_args,
         agent_model_args=per_model,
         provider_limits=provider_limits,
-        max_steps=max_steps,
-        max_errors=max_errors,
-        seed=seed,
-        lenient_tool_arguments=lenient_tool_args,
-        retry={"max_attempts": max_attempts, "model_call_timeout_s": model_timeout,
-               "retry_for_s": retry_for_s},
-        max_cost=max_cost,
+        max_steps=options.max_steps,
+        max_errors=options.max_errors,
+        seed=options.seed,
+        lenient_tool_arguments=options.lenient_tool_args,
+        retry={"max_attempts": options.max_attempts, "model_call_timeout_s": options.model_timeout,
+               "retry_for_s": values["retry_for"]},
+        max_cost=options.max_cost,
         expected_calls={name: {t: direct_calls(get_domain(name).task(t)) for t in chosen}
                         for name, chosen in per_domain.items()},
     )
-
-
-def check_budget(max_cost: float | None) -> None:
-    if max_cost is not None and not max_cost > 0:  # NaN too
-        raise UserInputError(f"--max-cost must be more than 0 (USD), got {max_cost:g}")
 
 
 def _model_args(args: str | dict[str, Any] | None, option: str) -> dict[str, Any]:

@@ -1,0 +1,129 @@
+"""The commands that look after passhat's machinery rather than a run: the domains and
+their tasks, a standalone worker, the embedded Temporal server, and passhat's search
+attributes on a Temporal cluster."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Optional
+
+import typer
+
+from passhat.cli.common import one_line_errors, out_console
+from passhat.cli.execute import MAX_CONCURRENT_ACTIVITIES
+from passhat.cli.run_config import parse_provider_limits
+from passhat.cli.run_options import UserInputError
+
+
+def domains() -> None:
+    """List the domains and how many tasks each has."""
+    from passhat.domains.registry import domain_names, task_count
+
+    for name in domain_names():
+        print(f"{name}\t{task_count(name)} tasks")
+
+
+@one_line_errors
+def tasks(domain: str = typer.Argument(..., help="Domain name.")) -> None:
+    """List a domain's task ids with the user's reason for calling."""
+    from passhat.domains.base import UnknownDomainError
+    from passhat.domains.registry import get_domain
+    from passhat.domains.task_file import TaskFileError
+
+    try:
+        d = get_domain(domain)
+    except (UnknownDomainError, TaskFileError) as err:
+        raise UserInputError(str(err))
+    for task_id in d.task_ids():
+        reason = (d.task(task_id).reason_for_call or "").strip().splitlines()
+        print(f"{task_id}\t{reason[0][:100] if reason else ''}")
+
+
+@one_line_errors
+def worker(
+    processes: int = typer.Option(1, "--processes", "-p", help="Worker processes to run on this machine (one process uses one core)."),
+    max_concurrent_activities: int = typer.Option(MAX_CONCURRENT_ACTIVITIES, help="Activities each worker process runs at once."),
+    rate_limit: list[str] = typer.Option([], "--rate-limit", metavar="PROVIDER=N/min", help="Serve a capped provider's task queue at this rate; every worker of a run started with --rate-limit must be given the same caps."),
+) -> None:
+    """Run a standalone worker on the passhat task queue (Ctrl-C to stop)."""
+    from passhat.cli.worker_processes import worker_processes
+    from passhat.workflows.worker import preload, serve
+
+    if processes < 1:
+        raise UserInputError(f"--processes must be at least 1, got {processes}")
+    limits = parse_provider_limits(rate_limit)
+    # This process is one of the workers; the others are its children, forked with
+    # the model client and tau2 already imported (the domains a run will use are
+    # not known yet: each process loads them on first use).
+    if processes > 1:
+        preload([])
+    with worker_processes(processes - 1, max_concurrent_activities=max_concurrent_activities,
+                          provider_limits=limits):
+        asyncio.run(serve(max_concurrent_activities=max_concurrent_activities,
+                          provider_limits=limits, announce=True))
+
+
+server_app = typer.Typer(help="Manage the embedded Temporal dev server (database and web UI under PASSHAT_HOME).", no_args_is_help=True)
+
+
+@server_app.command("start")
+@one_line_errors
+def server_start(
+    port: Optional[int] = typer.Option(None, "--port", envvar="PASSHAT_TEMPORAL_PORT", show_default="7233", help="gRPC port of the server (PASSHAT_TEMPORAL_PORT sets it for every command that starts the server)."),
+    ui_port: Optional[int] = typer.Option(None, "--ui-port", envvar="PASSHAT_UI_PORT", show_default="8233", help="Port of its web UI (PASSHAT_UI_PORT)."),
+) -> None:
+    """Start the embedded Temporal dev server (or report the running one, on its ports)."""
+    from passhat.infra import settings
+    from passhat.infra.temporal_server import EmbeddedServer
+
+    server = asyncio.run(EmbeddedServer(settings.home(), port=port, ui_port=ui_port).ensure_running())
+    out_console.print(f"Temporal dev server at {server.address}\nWeb UI: {server.ui_url}")
+
+
+@server_app.command("stop")
+@one_line_errors
+def server_stop() -> None:
+    """Stop the embedded Temporal dev server (its database file is kept)."""
+    from passhat.infra import settings
+    from passhat.infra.temporal_server import EmbeddedServer
+
+    stopped = EmbeddedServer(settings.home()).stop()
+    out_console.print("stopped" if stopped else "not running")
+
+
+@server_app.command("status")
+@one_line_errors
+def server_status() -> None:
+    """Is the embedded Temporal dev server running, and where."""
+    from passhat.infra import settings
+    from passhat.infra.temporal_server import EmbeddedServer
+
+    st = EmbeddedServer(settings.home()).status()
+    if st.running:
+        out_console.print(f"running (pid {st.pid}) at {st.address}\nWeb UI: {st.ui_url}")
+    else:
+        out_console.print("not running; `passhat server start` starts it")
+
+
+search_attributes_app = typer.Typer(help="Passhat's custom search attributes on a Temporal cluster.", no_args_is_help=True)
+
+
+@search_attributes_app.command("register")
+@one_line_errors
+def register_search_attributes() -> None:
+    """Register PasshatRun, PasshatAgentModel, PasshatDomain, PasshatTask and
+    PasshatOutcome (Keyword) on TEMPORAL_ADDRESS's namespace (needs operator rights)."""
+    from temporalio.api.enums.v1 import IndexedValueType
+
+    for name, kind in sorted(asyncio.run(_register_search_attributes()).items()):
+        if name.startswith("Passhat"):
+            print(f"{name}\t{IndexedValueType.Name(kind).removeprefix('INDEXED_VALUE_TYPE_').title()}")
+
+
+async def _register_search_attributes() -> dict:
+    from passhat.infra import search_attributes
+    from passhat.infra.temporal_server import connect
+
+    client = await connect()
+    await search_attributes.register(client, client.namespace)
+    return await search_attributes.registered(client, client.namespace)

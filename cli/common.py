@@ -1,0 +1,132 @@
+"""What every passhat command shares: the consoles, the one-line error (`fail`, and the
+`one_line_errors` decorator that turns known failures into it), the checks of options
+several commands have, and typer's help and usage-error plumbing."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from contextlib import contextmanager
+from typing import Any, Callable
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+# typer vendors click (pinned in pyproject); these are the errors its parser raises.
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from typer.core import TyperGroup
+
+from passhat.cli.run_options import UserInputError
+
+# Piped output keeps whole table rows rather than wrapping at rich's 80-column default.
+err_console = Console(stderr=True, soft_wrap=True)
+out_console = Console(width=None if sys.stdout.isatty() else 200)
+
+
+def fail(message: str, code: int = 2) -> None:
+    # escape: messages quote user input and file paths, which may contain [brackets].
+    err_console.print(f"[bold red]error:[/] {escape(message)}")
+    raise typer.Exit(code)
+
+
+def one_line_errors(command: Callable) -> Callable:
+    """Run a command, turning known failures into one clear line and an exit code."""
+
+    @functools.wraps(command)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        # Imported when a command runs: the Temporal SDK and the store are slow to load.
+        from passhat.workflows.client import BudgetChangeRefused, RunEnded
+        from passhat.infra.store import ConfigMismatchError, StoreError
+        from passhat.infra.temporal_server import TemporalServerError, TemporalUnreachable
+
+        try:
+            return command(*args, **kwargs)
+        except TemporalServerError as err:
+            fail(str(err))  # multi-line on purpose: it ends with the server's log excerpt
+        except (UserInputError, BudgetChangeRefused, ConfigMismatchError, StoreError, TemporalUnreachable,
+                RunEnded) as err:
+            # One line: database drivers (psycopg) wrap and indent their messages.
+            fail(" ".join(str(err).split()))
+        except KeyboardInterrupt:
+            fail("interrupted: the run goes on in Temporal; `passhat status RUN` shows it", 130)
+
+    return guarded
+
+
+def open_store():  # noqa: ANN201 - a passhat.infra.store.Store
+    """The results store. Its module is imported here, when a command runs, and not at
+    the top: SQLAlchemy takes longer to import than the rest of `passhat --help`."""
+    from passhat.infra.store import Store
+
+    return Store()
+
+
+def existing_run(store, run_id: str):  # noqa: ANN001, ANN201 - a Store, its RunRow
+    """The run's record, or one clear line saying there is no such run."""
+    row = store.get_run(run_id)
+    if row is None:
+        fail(f"no run '{run_id}' in the results store ({store.safe_url}); `passhat runs` lists them")
+    return row
+
+
+def check_output(output: str) -> None:
+    if output not in ("table", "json"):
+        raise UserInputError(f"--output must be 'table' or 'json', got '{output}'")
+
+
+@contextmanager
+def _usage_errors_as_one_line():  # noqa: ANN202
+    try:
+        yield
+    except NoArgsIsHelpError:
+        raise  # `passhat` alone prints the help
+    except UsageError as err:
+        where = f" — see `{err.ctx.command_path} --help`" if err.ctx else ""
+        fail(f"{err.format_message()}{where}", err.exit_code)
+
+
+class OneLineUsageErrors(TyperGroup):
+    """Usage mistakes (a missing or unknown option, a value of the wrong type) reported
+    like every other passhat error, one "error:" line on stderr, instead of click's
+    usage box. Subcommands are parsed inside the group's invoke, so both are wrapped."""
+
+    def make_context(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
+        with _usage_errors_as_one_line():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx):  # noqa: ANN001, ANN201
+        with _usage_errors_as_one_line():
+            return super().invoke(ctx)
+
+    def get_command(self, ctx, cmd_name):  # noqa: ANN001, ANN201
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _tidy_metavars(command, ctx)
+        return command
+
+    def format_help(self, ctx, formatter):  # noqa: ANN001, ANN201
+        _tidy_metavars(self, ctx)
+        return super().format_help(ctx, formatter)
+
+
+def _tidy_metavars(command, ctx) -> None:  # noqa: ANN001 - a click Command, its Context
+    """Typer's help shows each option's Python type: `<bool>` for a flag, which takes no
+    value, and `<list[str]>` for a repeatable option, which takes one value each time.
+    Flags get no metavar and repeatable options their element's type; an explicit
+    metavar= stays. Subcommands of a group get the same."""
+    for param in command.get_params(ctx):
+        if param.param_type_name == "argument":
+            shown = param.display_type(ctx)
+            if shown.startswith("<list[") and shown.endswith("]>"):  # its type column
+                param.display_type_rich = lambda ctx, label=f"<{shown[6:-2]}>...": label
+            continue
+        if param.metavar is not None:
+            continue
+        if getattr(param, "is_flag", False) or getattr(param, "count", False):
+            param.metavar = ""
+        elif getattr(param, "multiple", False):
+            shown = param.display_type(ctx)  # "<list[str]>"
+            if shown.startswith("<list[") and shown.endswith("]>"):
+                param.metavar = f"<{shown[6:-2]}>"
+    for name in getattr(command, "commands", {}):
+        _tidy_metavars(command.commands[name], ctx)

@@ -1,0 +1,183 @@
+"""Executing a run from the command that started it: this process and the worker
+processes it forks serve the run while it is followed with a progress bar; what the run
+ended with (not-evaluable trials, a budget stop) is said after its results."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+
+import typer
+
+from passhat.cli.common import err_console, fail, open_store, out_console
+from passhat.cli.run_options import UserInputError
+
+MAX_CONCURRENT_ACTIVITIES = 64  # per worker process
+
+
+def execute_here(config, *, workers: int | None = None, **kwargs):  # noqa: ANN001, ANN003, ANN201
+    """Run `execute`, with this process's worker and `workers - 1` more worker processes
+    (default: one per core; none with --detach); Ctrl-C stops them all, so say how to
+    carry on. The run's summary, or None when detached."""
+    from passhat.cli.worker_processes import default_process_count, worker_processes
+    from passhat.workflows.worker import preload
+
+    extra = 0 if kwargs.get("detach") else (workers or default_process_count()) - 1
+    try:
+        # Forked now, before this process has an event loop, a client or a thread; a
+        # results store that cannot be opened is reported first (and closed again: no
+        # connection is carried into the children).
+        if extra:
+            open_store().close()
+            preload(config.domains)
+        with worker_processes(extra, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+                              provider_limits=config.provider_limits):
+            return asyncio.run(execute(config, **kwargs))
+    except KeyboardInterrupt:
+        if kwargs.get("detach"):
+            raise
+        fail(
+            f"interrupted: run {config.run_id} is recorded and waits in Temporal, but the "
+            f"worker in this process stopped; `passhat resume {config.run_id}` continues it",
+            130,
+        )
+
+
+async def execute(config, *, detach: bool, output: str, resume: bool = False,
+                  preview: bool = False, yes: bool = False):  # noqa: ANN001, ANN202
+    """Start (or attach to, or with `resume` restart) the run's workflow; unless
+    detached, serve it with a worker in this process and follow it to its summary."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from passhat.workflows.client import follow, start_run
+    from passhat.cli.run_config import provider_limit_args
+    from passhat.workflows.worker import build_worker
+    from passhat.infra.temporal_server import connect, ui_url
+
+    store = open_store()
+    client = await connect()
+    await _ensure_search_attributes(client)
+    if preview:
+        _announce(store, config, yes=yes)
+    handle = await start_run(client, store, config, resume=resume)
+    ui = ui_url()
+    if detach:
+        print(config.run_id)
+        err_console.print(f"run {config.run_id} started; follow it with `passhat status {config.run_id}`"
+                          + (f" or in the Temporal UI: {ui}" if ui else ""))
+        if config.provider_limits:
+            # The caps live in the workers that serve the providers' queues.
+            err_console.print("its capped providers' calls are served only by workers started with "
+                              f"`passhat worker {' '.join(provider_limit_args(config.provider_limits))}`",
+                              highlight=False)
+        return None
+    from passhat.cli.render import not_evaluable_line, progress_fields, workflow_link
+
+    if ui:
+        err_console.print(f"Temporal UI: {workflow_link(ui, config.run_id)}", soft_wrap=True)
+    progress = Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("pass^1 {task.fields[pass1]}  not evaluable {task.fields[not_evaluable]}  "
+                   "${task.fields[cost]}  {task.fields[eta]}"),
+        TimeElapsedColumn(), console=err_console,
+        disable=output == "json" and not err_console.is_terminal,
+    )
+    # -o json: stdout holds the result's one JSON object and nothing else, whatever a
+    # library prints meanwhile.
+    with progress, contextlib.redirect_stdout(sys.stderr) if output == "json" else contextlib.nullcontext():
+        bar = progress.add_task(f"run {config.run_id}", total=None, **progress_fields(None, None))
+
+        def update(p, eta_s) -> None:  # noqa: ANN001 - a store.RunProgress
+            progress.update(bar, completed=p.done, total=p.total, **progress_fields(p, eta_s))
+
+        def not_evaluable(row) -> None:  # noqa: ANN001 - a store.TrialRow
+            progress.console.print(not_evaluable_line(row), highlight=False, markup=False, soft_wrap=True)
+
+        # This process runs one worker; the others are its children (see execute_here).
+        async with build_worker(client, store, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+                                provider_limits=config.provider_limits):
+            summary = await follow(handle, store, config.run_id, update, on_not_evaluable=not_evaluable)
+    return summary
+
+
+def _announce(store, config, *, yes: bool) -> None:  # noqa: ANN001 - a Store, a RunConfig
+    """Before a new run starts (nothing is recorded yet): its size on stderr and, for a
+    big run on a terminal without --yes, a question. A run that exists is attached to."""
+    from typer.exceptions import Abort
+
+    from passhat.cli.preview import describe, needs_confirmation, run_size
+
+    if store.check_config(config) is not None:
+        return
+    size = run_size(config)
+    err_console.print(describe(config, size), highlight=False, markup=False)
+    interactive = sys.stdin.isatty() and sys.stderr.isatty()
+    if needs_confirmation(size, yes=yes, interactive=interactive):
+        try:
+            go = typer.confirm(f"Start {size.conversations:,} conversations?", default=False, err=True)
+        except Abort:
+            go = False
+        if not go:
+            fail(f"not started: nothing of run {config.run_id} was recorded", 1)
+
+
+async def _ensure_search_attributes(client) -> None:  # noqa: ANN001
+    """Trial workflows carry passhat's search attributes; a cluster must know them."""
+    from passhat.infra import search_attributes, settings
+
+    if settings.temporal_address() is None:
+        return  # the embedded server registers them when it starts
+    missing = [k.name for k in search_attributes.ALL
+               if k.name not in await search_attributes.registered(client, client.namespace)]
+    if missing:
+        try:
+            await search_attributes.register(client, client.namespace)
+        except Exception as err:
+            raise UserInputError(
+                f"the Temporal cluster lacks passhat's search attributes {', '.join(missing)} and "
+                f"registering them failed ({err}); ask an operator to run "
+                "`passhat search-attributes register` against it"
+            )
+
+
+def print_outcome(summary, output: str) -> None:  # noqa: ANN001 - a RunSummary or None
+    """Print a finished run's results; exit 1 when some trials could not be evaluated or
+    the budget stopped it."""
+    if summary is None:
+        return
+    from passhat.cli.render import print_summary, workflow_link
+    from passhat.infra.temporal_server import ui_url
+
+    print_summary(summary, output, out_console)
+    if output == "table" and ui_url():
+        out_console.print(f"Temporal UI: {workflow_link(ui_url(), summary.run_id)}", soft_wrap=True)
+    over_budget = _budget_stop(summary.run_id)
+    if over_budget:
+        err_console.print(over_budget, highlight=False)
+    missing = sum(r.trials - r.evaluable for r in summary.results)
+    if missing:
+        err_console.print(
+            f"[bold yellow]{missing} trial(s) not evaluable[/] (infrastructure or provider errors; "
+            f"left out of pass^k). `passhat trials {summary.run_id} --failed` shows why; fix the "
+            f"cause and run `passhat resume {summary.run_id}`."
+        )
+    if missing or over_budget:
+        raise typer.Exit(1)
+
+
+def _budget_stop(run_id: str) -> str | None:
+    """What to say about a run that stopped at its budget; None for any other run."""
+    from passhat.contracts import RUN_BUDGET_EXHAUSTED
+
+    store = open_store()
+    row = store.get_run(run_id)
+    if row is None or row.status != RUN_BUDGET_EXHAUSTED:
+        return None
+    started = len(store.trials(run_id))
+    return (
+        f"[bold yellow]budget reached:[/] run {run_id} recorded {store.run_cost(run_id):.4g} USD of its "
+        f"{row.run_config().max_cost:g} USD budget and started no more conversations "
+        f"({started} of {row.total_trials} trials started); `passhat resume {run_id} --max-cost USD` "
+        "continues it with a new budget."
+    )

@@ -1,0 +1,269 @@
+"""The commands that read recorded results: runs, status, trials, show, report, export and
+import. None of them starts a run or the Temporal server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from passhat.cli.common import check_output, err_console, existing_run, fail, one_line_errors, open_store, out_console
+from passhat.cli.run_options import UserInputError
+
+
+@one_line_errors
+def runs(
+    output: str = typer.Option("table", "--output", "-o", help="table (tab-separated, with a header) or json (schema in the README)."),
+) -> None:
+    """List the runs in the results store, newest first."""
+    check_output(output)
+    store = open_store()
+    listed = [(row, store.run_progress(row.run_id)) for row in store.list_runs()]
+    if output == "json":
+        print(json.dumps({"runs": [_run_json(row, p) for row, p in listed]}))
+        return
+    if not listed:
+        err_console.print(f"no runs in the results store ({store.safe_url})", highlight=False)
+        return
+    print("run\tstatus\ttrials done\tpass^1\tnot evaluable\tcost USD\tcreated (UTC)")
+    for row, p in listed:
+        print(f"{row.run_id}\t{row.status}\t{p.done}/{p.total}\t{_pass1(p.pass1)}\t"
+              f"{p.not_evaluable}\t{p.cost:.4f}\t{row.created_at:%Y-%m-%d %H:%M:%S}")
+
+
+def _pass1(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _run_json(row, progress) -> dict:  # noqa: ANN001 - a RunRow, its RunProgress
+    """A run in `runs -o json` and `status -o json` (schema in the README)."""
+    return {
+        "run_id": row.run_id, "status": row.status,
+        "trials": progress.total, "done": progress.done, "not_evaluable": progress.not_evaluable,
+        "pass1": progress.pass1, "cost": progress.cost,
+        "created_at": row.created_at.isoformat(), "updated_at": row.updated_at.isoformat(),
+    }
+
+
+@one_line_errors
+def status(
+    run_id: str = typer.Argument(..., help="Run id."),
+    output: str = typer.Option("table", "--output", "-o", help="table or json (schema in the README)."),
+) -> None:
+    """Show a run's progress and the state of its workflow (never starts the Temporal server)."""
+    from passhat.infra.temporal_server import TemporalUnreachable
+
+    check_output(output)
+    store = open_store()
+    row = existing_run(store, run_id)
+    p = store.run_progress(run_id)
+    source = store.import_source(run_id)
+    if source is not None:  # an imported run has no workflow to ask Temporal about
+        names = ", ".join(os.path.basename(f["path"]) for f in source.get("files", []))
+        wf, detail = "none", f"imported from {names}"
+    else:
+        try:
+            wf, detail = asyncio.run(_workflow_status(run_id)), None
+            if wf is None:
+                wf, detail = "unknown", "Temporal has no workflow with this id (closed workflows are kept for the namespace's retention)"
+        except TemporalUnreachable as err:  # the store answers even when Temporal is down
+            wf, detail = "unknown", " ".join(str(err).split())
+        except Exception as err:  # noqa: BLE001 - a status line is better than a traceback
+            wf, detail = "unknown", f"{type(err).__name__}: {' '.join(str(err).split())}"
+    if output == "json":
+        print(json.dumps({**_run_json(row, p), "workflow": wf, "workflow_detail": detail}))
+        return
+    out_console.print(
+        f"run {run_id}: {row.status}; workflow {wf}"
+        + (f" ({detail})" if detail and wf == "none" else f": {detail}" if detail else "") + "\n"
+        f"trials done {p.done}/{p.total}, not evaluable {p.not_evaluable}, "
+        f"pass^1 {_pass1(p.pass1)}, cost ${p.cost:.4f}",
+        highlight=False, markup=False,
+    )
+
+
+async def _workflow_status(run_id: str) -> str | None:
+    from passhat.workflows.client import workflow_status
+    from passhat.infra.temporal_server import connect
+
+    # Read-only: asks a running server, never starts the embedded one.
+    return await workflow_status(await connect(start=False), run_id)
+
+
+@one_line_errors
+def report(
+    run_ids: list[str] = typer.Argument(..., metavar="RUN", help="Run ids; with two or more, or one run of several agent models, models are compared task by task."),
+    output: str = typer.Option("table", "--output", "-o", help="table (fits 80 columns), json (schema in the README), csv, markdown or html (one self-contained file)."),
+    by: str = typer.Option("model", "--by", help="model: pass^k curves per model and domain; task: one row per task (table, csv, markdown)."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Also draw pass^k against k per model, with confidence bands, to this .png (or .svg, .pdf) file."),
+    out: Optional[str] = typer.Option(None, "--out", help="Write the report to this file instead of stdout."),
+) -> None:
+    """pass^k per agent model and domain with bootstrap confidence intervals, cost,
+    failure taxonomy and paired comparisons, from the results store; partial runs
+    report the trials they finished and say what is missing."""
+    from passhat.cli.report import GROUPINGS, OUTPUTS, PLOT_SUFFIXES, build_report
+
+    if output not in OUTPUTS:
+        raise UserInputError(f"--output must be one of {', '.join(OUTPUTS)}, got '{output}'")
+    if by not in GROUPINGS:
+        raise UserInputError(f"--by must be one of {', '.join(GROUPINGS)}, got '{by}'")
+    if plot is not None and Path(plot).suffix.lower() not in PLOT_SUFFIXES:
+        raise UserInputError(f"--plot must name a {', '.join(PLOT_SUFFIXES)} file, got '{plot}'")
+    store = open_store()
+    for run_id in run_ids:
+        existing_run(store, run_id)
+    result = build_report(store, run_ids)
+    try:
+        _write_report(store, result, output, by, out)
+        if plot is not None:
+            from passhat.cli import plots
+
+            plots.save(plots.pass_hat_figure(result), Path(plot))
+    except OSError as err:
+        raise UserInputError(f"cannot write {err.filename or out or plot}: {err.strerror or err}")
+    for run in result.runs:
+        if not run.completeness.complete and (output != "table" or out):
+            err_console.print(f"[bold yellow]run {escape(run.run_id)} is PARTIAL:[/] "
+                              f"{escape(run.completeness.note)}", highlight=False)
+
+
+def _write_report(store, result, output: str, by: str, out: str | None) -> None:  # noqa: ANN001 - a Store, a Report
+    from passhat.cli import render
+
+    if output == "table":
+        if out is None:
+            render.report_table(result, by, out_console)
+            return
+        with open(out, "w") as f:
+            render.report_table(result, by, Console(file=f, width=100))
+        return
+    if output == "html":
+        from passhat.cli import html_report
+        from passhat.cli.report import trial_views
+        from passhat.infra import settings
+        from passhat.infra.temporal_server import ui_url
+
+        # ui_url() only looks for a running embedded server: a report starts nothing.
+        ui, namespace, jaeger = ui_url(), settings.temporal_namespace(), settings.jaeger_ui_url()
+        text = html_report.render(result, {r.run_id: trial_views(store, r, ui, namespace, jaeger)
+                                           for r in result.runs})
+    elif output == "json":
+        text = result.model_dump_json(indent=1) + "\n"
+    elif output == "csv":
+        text = render.report_csv(result, by)
+    else:
+        text = render.report_markdown(result, by)
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        with open(out, "w") as f:
+            f.write(text)
+
+
+@one_line_errors
+def trials(
+    run_id: str = typer.Argument(..., help="Run id."),
+    failed: bool = typer.Option(False, "--failed", help="Only failed trials: scored below 1, or not evaluable."),
+    domain: Optional[str] = typer.Option(None, "--domain", "-d", help="Only this domain."),
+    agent_model: Optional[str] = typer.Option(None, "--agent-model", "-m", help="Only this agent model."),
+    links: bool = typer.Option(False, "--links", help="On a terminal, show each trial's Temporal UI and Jaeger links (piped output always has them)."),
+    output: str = typer.Option("table", "--output", "-o", help="table or json (schema in the README)."),
+) -> None:
+    """List a run's trials with outcome and reason (and Temporal UI and Jaeger links)."""
+    from passhat.cli.render import print_trials, trials_json
+    from passhat.infra import settings
+    from passhat.infra.temporal_server import ui_url
+
+    check_output(output)
+    store = open_store()
+    config = existing_run(store, run_id).run_config()
+    for option, value, known in (("domain", domain, config.domains),
+                                 ("agent model", agent_model, config.agent_models)):
+        if value is not None and value not in known:  # a typo would list nothing
+            raise UserInputError(f"run {run_id} has no {option} '{value}'; its {option}s: {', '.join(known)}")
+    rows = store.trials(run_id, domain=domain, agent_model=agent_model, failed_only=failed)
+    # An imported run has no workflows: no Temporal UI links.
+    ui = None if store.import_source(run_id) is not None else ui_url()
+    args = (rows, ui, settings.temporal_namespace(), settings.jaeger_ui_url())
+    if output == "json":
+        print(trials_json(run_id, *args))
+    else:
+        print_trials(*args, out_console, links=links)
+
+
+@one_line_errors
+def show(
+    trial_id: str = typer.Argument(..., help="Trial id, as `passhat trials` lists it."),
+    output: str = typer.Option("table", "--output", "-o", help="table (the transcript) or json (one object, as a line of `export --format jsonl`)."),
+) -> None:
+    """Print a trial's transcript: messages, tool calls and results, the score breakdown."""
+    from passhat.cli.render import transcript
+
+    check_output(output)
+    store = open_store()
+    trial = store.get_trial(trial_id)
+    if trial is None:
+        fail(f"no trial '{trial_id}'; `passhat trials RUN` lists a run's trial ids")
+    if output == "json":
+        from passhat.cli.exchange import jsonl_line
+
+        print(json.dumps({**jsonl_line(trial.run_id, trial, store.steps(trial_id)),
+                          "attempts": trial.attempts, "n_steps": trial.n_steps}))
+        return
+    transcript(trial, store.steps(trial_id), out_console)
+
+
+@one_line_errors
+def export(
+    run_id: str = typer.Argument(..., help="Run id."),
+    format: str = typer.Option("tau2", "--format", "-f", help="tau2: one file per agent model and domain in tau2's results schema (tau2 evaluate-trajs and submit read it); jsonl: one trial per line (schema in the README)."),
+    output_dir: str = typer.Option(".", "--output-dir", "-o", help="Directory to write to (created if missing)."),
+    partial: bool = typer.Option(False, "--partial", help="Export a run that has not finished: only its finished trials, in files named *.partial.*"),
+) -> None:
+    """Write a run's results to files: tau2's results schema, or JSON lines."""
+    from passhat.cli.exchange import export_run
+
+    store = open_store()
+    existing_run(store, run_id)
+    result = export_run(store, run_id, format, output_dir, partial=partial)
+    for path in result.paths:
+        print(path)
+    note = f"{result.trials} trial(s) in {len(result.paths)} file(s)"
+    if result.partial:
+        note += "; PARTIAL: the run has not finished"
+    if result.left_out:
+        note += (f"; {result.left_out} trial(s) not scored (not evaluable or unfinished) left out, "
+                 "as tau2 has no such state (--format jsonl has them)")
+    err_console.print(f"exported run {run_id}: {note}", highlight=False)
+
+
+@one_line_errors
+def import_files(
+    files: list[str] = typer.Argument(..., help="tau2 results files (one per agent model and domain) and/or tau-bench v1 result files."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", help="Name the run; default: derived from the files' contents, so importing the same files again changes nothing."),
+    domain: Optional[str] = typer.Option(None, "--domain", "-d", help="tau-bench files only: airline or retail, when the file does not show it."),
+    agent_model: Optional[str] = typer.Option(None, "--agent-model", "-m", help="tau-bench files only: the agent model (default: from tau-bench's file name)."),
+    user_model: Optional[str] = typer.Option(None, "--user-model", "-u", help="tau-bench files only: the user model (default: from tau-bench's file name)."),
+) -> None:
+    """Load results files into the store as an imported run that report, trials, show
+    and export work on (it has no workflows: resume and cancel refuse it)."""
+    from passhat.cli import exchange
+
+    result = exchange.import_files(open_store(), files, run_id=run_id, domain=domain,
+                                   agent_model=agent_model, user_model=user_model)
+    print(result.run_id)
+    if result.already:
+        err_console.print(f"already imported as run {result.run_id}; nothing changed", highlight=False)
+    else:
+        err_console.print(
+            f"imported run {result.run_id}: {result.trials} trial(s) of {result.tasks} task(s) from "
+            f"{result.files} file(s) ({'; '.join(result.summary)}); `passhat report {result.run_id}` shows pass^k",
+            highlight=False,
+        )

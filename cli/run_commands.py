@@ -1,0 +1,108 @@
+"""The commands that run a run: run, demo, resume and cancel. A run's options and their
+checks are in passhat.cli.run_options; executing it from this process is in
+passhat.cli.execute."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Optional
+
+import typer
+
+from passhat.cli.common import check_output, existing_run, fail, one_line_errors, open_store, out_console
+from passhat.cli.execute import execute_here, print_outcome
+from passhat.cli.preview import CONFIRM_ABOVE
+from passhat.cli.run_config import build_config
+from passhat.cli.run_options import (
+    RunOptions,
+    UserInputError,
+    check_budget,
+    given_on_command_line,
+    with_run_options,
+)
+
+DEMO_MODELS = ["scripted/oracle", "scripted/noisy-0.7"]
+
+
+@one_line_errors
+@with_run_options(after={"config": "user_model", "yes": "max_cost", "detach": "model_timeout",
+                         "workers": "model_timeout", "output": "max_concurrent"})
+def run(
+    ctx: typer.Context,
+    options: RunOptions,
+    config: Optional[str] = typer.Option(None, "--config", help="A sweep config (TOML): agent models each with their own args, user model, domains, tasks, trials, seed, limits, retry, budget (see the README). Options given on the command line override it."),
+    yes: bool = typer.Option(False, "--yes", "-y", help=f"Start without asking: a run of more than {CONFIRM_ABOVE} conversations asks for confirmation on a terminal."),
+    detach: bool = typer.Option(False, "--detach", help="Start the run and return; a `passhat worker` must be running."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Worker processes this command runs for the run (one process uses one core); default: the machine's cores."),
+    output: str = typer.Option("table", "--output", "-o", help="table or json (json prints exactly one JSON object)."),
+) -> None:
+    """Evaluate agent models on tau2 domains and report pass^k."""
+    from passhat.cli import sweep_config
+
+    check_output(output)
+    if workers is not None and workers < 1:
+        raise UserInputError(f"--workers must be at least 1, got {workers}")
+    options = sweep_config.merge(sweep_config.load(config) if config else None,
+                                 options, given_on_command_line(ctx))
+    sweep_config.check_required(options, f" — see `{ctx.command_path} --help`")
+    run_config = build_config(options)
+    print_outcome(execute_here(run_config, detach=detach, output=output, workers=workers,
+                               preview=True, yes=yes), output)
+
+
+@one_line_errors
+def demo(
+    tasks: int = typer.Option(10, help="How many airline tasks to sweep (1-50: airline has 50)."),
+    trials: int = typer.Option(4, "--trials", "-k", help="Trials per task (at least 1)."),
+    output: str = typer.Option("table", "--output", "-o", help="table or json."),
+    yes: bool = typer.Option(False, "--yes", "-y", help=f"Start without asking: more than {CONFIRM_ABOVE} conversations ask for confirmation on a terminal."),
+) -> None:
+    """A short offline sweep: scripted/oracle and scripted/noisy-0.7 on airline, k=4, on the embedded Temporal server. No keys needed."""
+    check_output(output)
+    config = build_config(RunOptions(domains=["airline"], agent_models=DEMO_MODELS,
+                                     user_model="scripted/oracle", trials=trials, concurrency=16),
+                          limit=tasks)
+    print_outcome(execute_here(config, detach=False, output=output, preview=True, yes=yes), output)
+
+
+@one_line_errors
+def resume(
+    run_id: str = typer.Argument(..., help="Run id."),
+    detach: bool = typer.Option(False, "--detach", help="Restart the run and return; a `passhat worker` must be running."),
+    output: str = typer.Option("table", "--output", "-o", help="table or json."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", metavar="USD", help="A new budget for the run (all it has recorded counts toward it); default: the budget it was started with, if any."),
+) -> None:
+    """Finish an interrupted run: only unfinished and not-evaluable trials run again;
+    scored trials and recorded steps are kept as they are."""
+    check_budget(max_cost)
+    row = existing_run(open_store(), run_id)
+    _refuse_imported(row, "resume")
+    config = row.run_config()
+    if max_cost is not None:
+        config = config.model_copy(update={"max_cost": max_cost})
+    print_outcome(execute_here(config, detach=detach, output=output, resume=True), output)
+
+
+@one_line_errors
+def cancel(run_id: str = typer.Argument(..., help="Run id.")) -> None:
+    """Stop a run cleanly; what it recorded stays, and `passhat resume` can continue it."""
+    store = open_store()
+    _refuse_imported(existing_run(store, run_id), "cancel")
+    how = asyncio.run(_cancel(store, run_id))
+    out_console.print(f"run {run_id}: {how}")
+
+
+async def _cancel(store, run_id: str) -> str:  # noqa: ANN001 - a Store
+    from passhat.workflows.client import cancel_run
+    from passhat.infra.temporal_server import connect
+
+    return await cancel_run(await connect(), store, run_id)
+
+
+def _refuse_imported(row, action: str) -> None:  # noqa: ANN001 - a RunRow
+    """An imported run (`passhat import`) has no workflows: nothing to resume or cancel."""
+    from passhat.contracts import RUN_IMPORTED
+
+    if row.status == RUN_IMPORTED:
+        fail(f"run {row.run_id} is imported from results files: it has no workflows and "
+             f"nothing to {action}")
