@@ -42,7 +42,7 @@ async def main(pairs: list[str]) -> None:
                     await follow(handle, store, cfg.run_id, lambda *a: None, poll_s=0.2)
                     [trial] = store.trials(cfg.run_id)
                     history = await client.get_workflow_handle(trial.trial_id).fetch_history()
-                    steps = store.count_steps(trial.trial_id)
+                    steps = len(store.steps(trial.trial_id))
                     size = sum(e.ByteSize() for e in history.events)
                     print(f"{domain:8} {task:>5} {steps:>6} {len(history.events):>7} {size:>8} {size / steps:>10.0f}")
         finally:

@@ -11,9 +11,9 @@ and retail) is built over the process's shared records: a table hands out a priv
 of a record the first time it is read by key or written, and keeps it, so a change never
 reaches the shared records nor another environment. Building one costs a dict copy per
 table. Iterating a table (tau2's searches: every flight, every user) hands out the shared
-records themselves, which tau2's tools only read there: a copy of the 300 flights for
-every search cost 6.6 MB per environment kept in a worker's session cache, and a tenth
-of a second. A tool that changed a record it got by iterating would change it for every
+records themselves, which tau2's tools only read there: copying the 300 flights for
+every search would cost megabytes per environment kept in a worker's session cache, and
+CPU on every search. A tool that changed a record it got by iterating would change it for every
 environment of the process; tests/domains/test_shared_db.py checks that tau2's tools
 never do. Two such databases hold the same data when their tables have the same keys and
 every record that either of them copied serializes the same: the records neither touched
@@ -143,8 +143,8 @@ class SharedDatabase:
     def fresh(self) -> BaseModel:
         """A database in the initial state that no other holder sees change."""
         if self.shared is None:
-            # Validating plain data into new models: the fastest full copy measured
-            # (faster than deepcopy, model_copy or re-parsing JSON).
+            # Validating plain data into new models: a full copy that shares nothing,
+            # and quicker than deepcopy, model_copy or re-parsing JSON.
             return self.db_type.model_validate(self._dump)
         return self.db_type.model_construct(
             **{field: CopyOnAccessTable(records) for field, records in self.shared.items()}

@@ -34,8 +34,8 @@ TAU2_DOMAINS = ("airline", "retail", "telecom", "mock")
 # One entry per conversation a worker process can have in flight (it runs at most 64
 # activities at once, and a trial's tool steps run in the process that runs its
 # workflow). An airline or retail environment holds only the records its conversation
-# touched (shared_db), a few hundred kB (a few MB after a search copied every flight),
-# so 64 entries stay well under the database copy per entry this cache used to hold.
+# touched (shared_db), a few hundred kB, so 64 entries cost far less than a copy of the
+# whole database each would.
 # A miss costs a rebuild: a fresh environment and a replay of the conversation's calls.
 DEFAULT_SESSION_CACHE_SIZE = 64
 
@@ -435,8 +435,8 @@ def _gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while copying or hashing a database.
 
     Building an airline database allocates ~165k objects, which triggers repeated
-    collections that scan every live object: the copy takes 150 ms with the collector
-    running and 60 ms without, hashing 117 ms and 74 ms. Environments are freed by
+    collections that scan every live object and make copying and hashing it markedly
+    slower. Environments are freed by
     reference counting, and anything cyclic is collected once the collector resumes,
     when the last concurrent holder leaves.
     """

@@ -189,26 +189,45 @@ class StepRow(SQLModel, table=True):
         return [Message.model_validate(m) for m in json.loads(self.messages_json)]
 
 
-class TaskResultRow(SQLModel, table=True):
-    __tablename__ = "task_results"
-
-    id: str = Field(primary_key=True)  # specs.task_workflow_id
-    run_id: str = Field(index=True)
-    agent_model: str
-    user_model: str
-    domain: str
-    task_id: str
-    trials: int
-    evaluable: int
-    successes: int
-    avg_reward: float | None = None
-    pass_hat_json: str = Field(default="{}", sa_type=Text)
+def _task_result_row() -> type[SQLModel]:
+    """The task_results table: one row per task, whose columns are TaskOutcome's fields
+    (so the two cannot drift apart), keyed by the task's workflow id, with the pass^k
+    dict as JSON text."""
+    outcome_fields = {n: f for n, f in TaskOutcome.model_fields.items() if n != "pass_hat"}
 
     def outcome(self) -> TaskOutcome:
         return TaskOutcome(
             **self.model_dump(exclude={"id", "pass_hat_json"}),
             pass_hat=json.loads(self.pass_hat_json),
         )
+
+    body: dict[str, Any] = {
+        "__module__": __name__,
+        "__tablename__": "task_results",
+        "__annotations__": {
+            "id": str,
+            **{n: f.annotation for n, f in outcome_fields.items()},
+            "pass_hat_json": str,
+        },
+        "id": Field(primary_key=True),  # contracts.task_workflow_id
+        "run_id": Field(index=True),
+        "pass_hat_json": Field(default="{}", sa_type=Text),
+        "outcome": outcome,
+    }
+    return type("TaskResultRow", (SQLModel,), body, table=True)
+
+
+TaskResultRow = _task_result_row()
+
+
+def _task_result_values(outcome: TaskOutcome) -> dict[str, Any]:
+    """A TaskResultRow's columns for `outcome`, its key included."""
+    values = outcome.model_dump(exclude={"pass_hat"})
+    values["pass_hat_json"] = json.dumps(outcome.pass_hat)
+    values["id"] = task_workflow_id(
+        outcome.run_id, outcome.agent_model, outcome.domain, outcome.task_id
+    )
+    return values
 
 
 _TABLES = [
@@ -726,10 +745,6 @@ class Store:
                 )
             )
 
-    def messages(self, trial_id: str) -> list[Message]:
-        """The conversation so far: every step's messages, in step order."""
-        return _conversation(self.steps(trial_id))
-
     def step_or_history(self, trial_id: str, step: int) -> tuple[StepRow | None, list[Message]]:
         """What a step's activity needs, in one read: (the step's row, []) when it is
         recorded already (a retried attempt), else (None, the conversation so far: every
@@ -740,26 +755,14 @@ class Store:
                 return row, []
         return None, _conversation(rows)
 
-    def count_steps(self, trial_id: str) -> int:
-        with self._session(read_only=True) as s:
-            return s.exec(
-                select(func.count())
-                .select_from(StepRow)
-                .where(StepRow.trial_id == trial_id)
-            ).one()
-
     # ---- task results -------------------------------------------------------------
 
     def record_task(self, outcome: TaskOutcome) -> None:
-        values = outcome.model_dump(exclude={"pass_hat"})
-        values["pass_hat_json"] = json.dumps(outcome.pass_hat)
-        key = task_workflow_id(
-            outcome.run_id, outcome.agent_model, outcome.domain, outcome.task_id
-        )
+        values = _task_result_values(outcome)
         with self._session() as s:
             s.exec(
                 self._insert(TaskResultRow)
-                .values(id=key, **values)
+                .values(**values)
                 .on_conflict_do_update(index_elements=["id"], set_=values)
             )
 
@@ -890,9 +893,5 @@ class Store:
                     id=step_id(values["trial_id"], values["step"]), run_id=config.run_id, **values
                 ))
             for outcome in outcomes:
-                values = outcome.model_dump(exclude={"pass_hat"})
-                key = task_workflow_id(
-                    outcome.run_id, outcome.agent_model, outcome.domain, outcome.task_id
-                )
-                s.add(TaskResultRow(id=key, pass_hat_json=json.dumps(outcome.pass_hat), **values))
+                s.add(TaskResultRow(**_task_result_values(outcome)))
         return True

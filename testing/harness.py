@@ -85,6 +85,17 @@ async def until(
 # passhat as processes
 
 
+def passhat(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | str | None = None
+) -> subprocess.CompletedProcess:
+    """`passhat ARGS` as a user runs it: the installed command, its output captured. stdin
+    is empty, so a command never waits on a question."""
+    return subprocess.run(
+        [str(PASSHAT), *args], env=env, cwd=cwd, capture_output=True, text=True,
+        timeout=timeout, stdin=subprocess.DEVNULL,
+    )
+
+
 @dataclass
 class Passhat:
     """The environment of passhat processes for one test: their own home, results
@@ -113,10 +124,7 @@ class Passhat:
         return env
 
     def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [str(PASSHAT), *args], env=self.env(), capture_output=True, text=True,
-            timeout=timeout, stdin=subprocess.DEVNULL,
-        )
+        return passhat(*args, env=self.env(), timeout=timeout)
 
     def start_worker(self, *extra: str) -> "WorkerProcess":
         self.home.mkdir(parents=True, exist_ok=True)
@@ -435,7 +443,3 @@ async def hold_still(client: Client, config: RunConfig, responder, timeout: floa
 async def run_result(client: Client, run_id: str, timeout: float):  # noqa: ANN201
     """The run workflow's result (following continue-as-new), within `timeout`."""
     return await asyncio.wait_for(client.get_workflow_handle(run_id).result(), timeout)
-
-
-def dump_json(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=True, default=str)

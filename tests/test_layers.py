@@ -1,7 +1,8 @@
 """Layers only point down: cli -> workflows -> activities -> domains, infra -> contracts.
 
-Every import in the product (at module level or inside a function) is read with `ast`
-and checked against the layer order. passhat.testing (loopback model servers and process
+Every import in the product (at module level, inside a function, or inside a string
+that is Python code, such as a `python -c` body) is read with `ast` and checked against
+the layer order. passhat.testing (loopback model servers and process
 harness for tests and benchmarks) sits on top; nothing in the product imports it, and
 bench/ imports the product, never tests/.
 """
@@ -38,11 +39,28 @@ def layer_of(module: str) -> str | None:
     return "passhat"
 
 
+def code_in_strings(tree: ast.AST) -> list[tuple[int, ast.AST]]:
+    """(line, parsed code) of every string constant that is Python code with an import,
+    such as a `python -c` body: a subprocess imports those modules too."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "import " in node.value:
+            try:
+                found.append((node.lineno, ast.parse(node.value)))
+            except SyntaxError:
+                continue  # prose, not code
+    return found
+
+
 def imported_modules(path: Path, package: str) -> list[tuple[int, str]]:
-    """(line, absolute module name) of every import in a file, relative ones resolved."""
+    """(line, absolute module name) of every import in a file, relative ones resolved;
+    an import inside a string of code is reported at the string's line."""
     tree = ast.parse(path.read_text(), filename=str(path))
     out: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
+    in_strings = [(line, node) for line, code in code_in_strings(tree) for node in ast.walk(code)]
+    for line, node in [(None, node) for node in ast.walk(tree)] + in_strings:
+        if line is not None and isinstance(node, (ast.Import, ast.ImportFrom)):
+            node.lineno = line
         if isinstance(node, ast.Import):
             out += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -96,6 +114,8 @@ def test_bench_and_tests_import_the_product_by_its_name(folder):
     folder names, which are not importable once passhat is installed."""
     bad = []
     for path in sorted((ROOT / folder).rglob("*.py")):
+        if path == Path(__file__).resolve():
+            continue  # its checker test writes bad imports on purpose
         for line, module in imported_modules(path, folder):
             top = module.split(".")[0]
             if top in GENERIC_NAMES - {"tests"} or (folder == "bench" and top == "tests"):
@@ -113,5 +133,9 @@ def test_the_walk_sees_an_upward_import(tmp_path):
     (tmp_path / "domains" / "x.py").write_text("from passhat.infra import llm\n")
     (tmp_path / "passhat" / "contracts.py").write_text("from passhat import metrics\n")
     (tmp_path / "activities" / "y.py").write_text("from workflows import trial\n")
+    (tmp_path / "domains" / "z.py").write_text(
+        'CODE = "import sys; from passhat.cli.main import app"  # a python -c body\n'
+    )
     found = upward_imports(tmp_path)
-    assert len(found) == 4, found
+    assert len(found) == 5, found
+    assert "domains/z.py:1 imports passhat.cli.main: cli is not below domains" in found

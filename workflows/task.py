@@ -18,9 +18,9 @@ with workflow.unsafe.imports_passed_through():
     from passhat.workflows.trial import TrialWorkflow
 
 # The task's outcome is recorded by a local activity, in the workflow task that saw its
-# last trial end: an ordinary activity took one more workflow task (and its round trips
-# to the server) per task before the run could start the next one. patched: a history
-# written with it as an ordinary activity (by an earlier passhat) replays as written.
+# last trial end, so the run can start its next task without one more workflow task
+# (and its round trips to the server) per task. patched: a history written with it as
+# an ordinary activity (by an earlier passhat) replays as written.
 LOCAL_RECORD_PATCH = "local-record-task"
 
 

@@ -10,6 +10,7 @@ from temporalio.testing import ActivityEnvironment
 
 from passhat.activities.conversation import ConversationActivities, Heartbeat
 from passhat.contracts import AGENT_GREETING, Message, StepRef, StepResult, TaskUnit
+from tests.helpers import conversation
 
 
 def airline_trial(task_id: str = "1"):  # noqa: ANN201 - a TrialSpec
@@ -31,22 +32,23 @@ async def test_an_attempt_that_loses_the_race_returns_the_recorded_step(sqlite_s
     )
     record(0, "assistant", AGENT_GREETING)
     record(1, "user", "I need to change my flight.")
-    record(2, "assistant", "The winner answered in words.")  # the other attempt's reply
-    # This attempt looked before the winner wrote, so it calls the (oracle) model, which
-    # answers with a tool call, and then loses the insert.
-    real_get_step, looked = store.get_step, []
+    # This attempt reads the conversation before the other attempt (the winner) writes
+    # step 2, so it calls the (oracle) model, which answers with a tool call, and then
+    # loses the insert.
+    real_step_or_history, looked = store.step_or_history, []
 
-    def get_step(trial_id: str, step: int):  # noqa: ANN202
-        looked.append(step)
-        return None if len(looked) == 1 else real_get_step(trial_id, step)
+    def step_or_history_then_the_winner_writes(trial_id: str, step: int):  # noqa: ANN202
+        looked.append(real_step_or_history(trial_id, step))
+        record(2, "assistant", "The winner answered in words.")
+        return looked[-1]
 
-    monkeypatch.setattr(store, "get_step", get_step)
+    monkeypatch.setattr(store, "step_or_history", step_or_history_then_the_winner_writes)
     result = await ActivityEnvironment().run(
         ConversationActivities(store).agent_turn, StepRef(trial=spec, step=2)
     )
+    assert [recorded for recorded, _history in looked] == [None]  # it did not see step 2
     assert result == StepResult(step=2, role="assistant")  # the winner's text turn
-    assert store.messages(spec.trial_id)[-1].content == "The winner answered in words."
-
+    assert conversation(store, spec.trial_id)[-1].content == "The winner answered in words."
 
 async def test_a_cancelled_activity_cancels_its_model_call():
     started, cancelled = asyncio.Event(), asyncio.Event()
@@ -136,4 +138,4 @@ async def test_a_paid_answer_waits_out_a_store_that_is_down(sqlite_store, monkey
                                    start_to_close_timeout=timedelta(seconds=60))
     result = await env.run(ConversationActivities(store).user_turn, StepRef(trial=spec, step=1))
     assert (result.step, result.role, outage, calls) == (1, "user", [], ["scripted/oracle"])
-    assert "(task 1)" in store.messages(spec.trial_id)[-1].content  # the answer, recorded
+    assert "(task 1)" in conversation(store, spec.trial_id)[-1].content  # the answer, recorded

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -22,6 +21,8 @@ import pytest
 from sqlalchemy import text
 
 from passhat.infra.store import Store
+from passhat.testing.harness import passhat
+from tests.helpers import VALID_TASK
 from tests.fixtures_temporal import free_port
 
 TABLES = ("runs", "trials", "steps", "task_results")
@@ -182,17 +183,7 @@ HINTS = {
     "worker-temporal-unreachable": "set TEMPORAL_ADDRESS to a reachable Temporal frontend",
     "home-under-a-file": "check PASSHAT_HOME / PASSHAT_DB_URL",
     "db-unreachable": "check PASSHAT_HOME / PASSHAT_DB_URL",
-    "missing-domain": "see `python -m passhat.cli.main run --help`",
-}
-
-
-VALID_TASK = {
-    "id": "t1",
-    "user_scenario": {"instructions": {
-        "domain": "airline", "reason_for_call": "Cancel reservation EHGLP3.",
-        "known_info": "You are Emma Kim.", "task_instructions": "Insist politely."}},
-    "evaluation_criteria": {"actions": [{
-        "action_id": "a1", "name": "get_user_details", "arguments": {"user_id": "emma_kim_9957"}}]},
+    "missing-domain": "see `passhat run --help`",
 }
 
 
@@ -247,10 +238,7 @@ def _launch(case: Case, base: Path, files: Path, temporal_address: str, closed: 
     env.pop("PASSHAT_DB_URL", None)
     env.update({k: _fill(v, fill) for k, v in case.env.items()})
     start = time.monotonic()
-    result = subprocess.run(
-        [sys.executable, "-m", "passhat.cli.main", *(_fill(a, fill) for a in case.args)],
-        capture_output=True, text=True, timeout=300, env=env,
-    )
+    result = passhat(*(_fill(a, fill) for a in case.args), env=env)
     return Outcome(result, time.monotonic() - start, home, fill)
 
 
@@ -310,18 +298,14 @@ def test_reusing_a_run_id_with_another_configuration_is_refused(temporal_server,
            "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     env.pop("PASSHAT_DB_URL", None)
 
-    def passhat(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "passhat.cli.main", *args],
-                              capture_output=True, text=True, timeout=300, env=env)
-
-    first = passhat(*RUN, "--task", "5", "--trials", "1", "--run-id", "reused", "--output", "json")
+    first = passhat(*RUN, "--task", "5", "--trials", "1", "--run-id", "reused", "--output", "json", env=env)
     assert first.returncode == 0, first.stderr
     store = Store(f"sqlite:///{home / 'results.db'}")
     try:
         before = rows(store)
         assert len(before["runs"]) == 1 and len(before["trials"]) == 1 and before["steps"]
 
-        second = passhat(*RUN, "--task", "5", "--trials", "2", "--run-id", "reused")
+        second = passhat(*RUN, "--task", "5", "--trials", "2", "--run-id", "reused", env=env)
         assert_clean_refusal(
             Outcome(second, 0.0, home, {}),
             "run 'reused' already exists with a different configuration "

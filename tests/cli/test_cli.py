@@ -3,30 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
-import pytest
-
-
-def passhat(*args, env=None, timeout=300):
-    return subprocess.run(
-        [sys.executable, "-m", "passhat.cli.main", *args],
-        capture_output=True, text=True, timeout=timeout, env=env,
-    )
-
-
-@pytest.fixture
-def env(temporal_server, tmp_path):
-    e = dict(os.environ)
-    e.update(
-        TEMPORAL_ADDRESS=temporal_server.address,
-        PASSHAT_HOME=str(tmp_path / "home"),
-        LITELLM_LOCAL_MODEL_COST_MAP="True",
-    )
-    e.pop("PASSHAT_DB_URL", None)
-    return e
+from passhat.testing.harness import passhat
 
 
 def test_help_does_not_import_tau2_or_litellm():
@@ -92,7 +72,7 @@ def test_ctrl_c_on_run_says_how_to_resume(env, tmp_path):
         while time.monotonic() < deadline and proc.poll() is None:
             if store is None and (tmp_path / "home" / "results.db").exists():
                 store = Store(f"sqlite:///{tmp_path / 'home' / 'results.db'}")
-            if store is not None and any(store.count_steps(t.trial_id) >= 2 for t in store.trials("interrupted")):
+            if store is not None and any(len(store.steps(t.trial_id)) >= 2 for t in store.trials("interrupted")):
                 break
             time.sleep(0.2)
         assert proc.poll() is None, "the run ended before it could be interrupted"

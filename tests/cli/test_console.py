@@ -20,7 +20,7 @@ import pytest
 
 from passhat.contracts import RunConfig, TaskUnit
 from passhat.infra.store import Store
-from passhat.testing.harness import PASSHAT, Passhat, free_port, free_ports, stopping_workers, until
+from passhat.testing.harness import PASSHAT, Passhat, free_port, free_ports, passhat, stopping_workers, until
 
 ANSI = "\x1b["
 
@@ -32,11 +32,6 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
         env.pop(name, None)
     env.update(PASSHAT_HOME=str(home), LITELLM_LOCAL_MODEL_COST_MAP="True", **extra)
     return env
-
-
-def passhat(*args: str, env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([str(PASSHAT), *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def lines(text: str) -> list[str]:
@@ -58,7 +53,7 @@ def unreachable_run(temporal_server, tmp_path_factory):
     result = passhat("run", "--domain", "airline", "--task", "1", "--task", "2",
                      "--agent-model", "openai/x", "--user-model", "scripted/oracle",
                      "--agent-args", args, "--retry-for", "3s", "--workers", "2",
-                     "--run-id", "unreachable", "--output", "json", env=env)
+                     "--run-id", "unreachable", "--output", "json", env=env, timeout=180)
     return env, home, result
 
 
@@ -85,9 +80,9 @@ def test_unreachable_provider_is_one_line_per_trial(unreachable_run):
 
 def test_show_has_the_details_and_no_reward_none(unreachable_run):
     env, _, _ = unreachable_run
-    shown = passhat("show", "unreachable/openai/x/airline/1/trial-0", env=env)
+    shown = passhat("show", "unreachable/openai/x/airline/1/trial-0", env=env, timeout=180)
     assert shown.returncode == 0, shown.stderr
-    as_json = json.loads(passhat("show", "unreachable/openai/x/airline/1/trial-0", "-o", "json", env=env).stdout)
+    as_json = json.loads(passhat("show", "unreachable/openai/x/airline/1/trial-0", "-o", "json", env=env, timeout=180).stdout)
     assert (as_json["status"], as_json["reward"]) == ("not_evaluable", None) and as_json["error_class"]
     assert f"not evaluable: {as_json['error_class']}: " in shown.stdout
     assert "reward None" not in shown.stdout and "(not scored: not evaluable)" in shown.stdout
@@ -98,7 +93,7 @@ def test_verbose_resume_shows_the_library_warnings(unreachable_run):
     """-v puts what the log file has on the console too; resume reports each trial that
     fails again once more."""
     env, _, _ = unreachable_run
-    result = passhat("-v", "resume", "unreachable", env=env)
+    result = passhat("-v", "resume", "unreachable", env=env, timeout=180)
     assert result.returncode == 1, result.stderr
     # Temporal's own records (its worker's, its workflow logger's), which the default
     # console leaves to the log file.
@@ -108,20 +103,20 @@ def test_verbose_resume_shows_the_library_warnings(unreachable_run):
 
 def test_status_runs_and_trials_of_the_run(unreachable_run, temporal_server):
     env, _, _ = unreachable_run
-    status = passhat("status", "unreachable", "-o", "json", env=env)
+    status = passhat("status", "unreachable", "-o", "json", env=env, timeout=180)
     assert status.returncode == 0, status.stderr
     body = json.loads(status.stdout)
     assert (body["run_id"], body["status"], body["done"], body["trials"], body["not_evaluable"]) == (
         "unreachable", "completed", 2, 2, 2)
     assert body["workflow"] == "completed" and body["cost"] == 0.0
 
-    runs = passhat("runs", env=env)
+    runs = passhat("runs", env=env, timeout=180)
     assert lines(runs.stdout)[0].split("\t")[:3] == ["run", "status", "trials done"]
     assert lines(runs.stdout)[1].startswith("unreachable\tcompleted\t2/2\t-\t2\t")
-    assert json.loads(passhat("runs", "-o", "json", env=env).stdout)["runs"][0]["not_evaluable"] == 2
+    assert json.loads(passhat("runs", "-o", "json", env=env, timeout=180).stdout)["runs"][0]["not_evaluable"] == 2
 
     listed = json.loads(passhat("trials", "unreachable", "-o", "json", env={
-        **env, "PASSHAT_TEMPORAL_UI": "http://ui.example:8080/", "TEMPORAL_NAMESPACE": "default"}).stdout)
+        **env, "PASSHAT_TEMPORAL_UI": "http://ui.example:8080/", "TEMPORAL_NAMESPACE": "default"}, timeout=180).stdout)
     trial = listed["trials"][0]
     assert trial["trial_id"] == "unreachable/openai/x/airline/1/trial-0"
     assert trial["outcome"] == "not_evaluable" and trial["error_class"] and trial["error"]
@@ -130,7 +125,7 @@ def test_status_runs_and_trials_of_the_run(unreachable_run, temporal_server):
         "http://ui.example:8080/namespaces/default/workflows/unreachable%2Fopenai%2Fx%2Fairline%2F1%2Ftrial-0")
 
     for option, value, what in (("--domain", "airlin", "domain"), ("--agent-model", "openai/y", "agent model")):
-        typo = passhat("trials", "unreachable", option, value, env=env)
+        typo = passhat("trials", "unreachable", option, value, env=env, timeout=180)
         assert typo.returncode == 2 and lines(typo.stderr) == [
             f"error: run unreachable has no {what} '{value}'; its {what}s: "
             + ("airline" if what == "domain" else "openai/x")], typo.stderr
@@ -181,7 +176,7 @@ def test_runs_says_when_there_are_none(tmp_path):
     result = passhat("runs", env=_env(tmp_path / "home"), timeout=60)
     assert result.returncode == 0 and result.stdout == ""
     assert lines(result.stderr) == [f"no runs in the results store (sqlite:///{tmp_path / 'home' / 'results.db'})"]
-    assert json.loads(passhat("runs", "-o", "json", env=_env(tmp_path / "home")).stdout) == {"runs": []}
+    assert json.loads(passhat("runs", "-o", "json", env=_env(tmp_path / "home"), timeout=180).stdout) == {"runs": []}
 
 
 def _on_a_terminal(args: list[str], env: dict[str, str], columns: int) -> str:
@@ -296,7 +291,7 @@ def test_help_shows_no_python_types_for_flags_and_lists(tmp_path):
         result = passhat(*command, "--help", env=_env(tmp_path / "home"), timeout=60)
         assert result.returncode == 0, result.stderr
         assert "<bool>" not in result.stdout and "<list[" not in result.stdout, (command, result.stdout)
-    assert "--verbose" in passhat("--help", env=_env(tmp_path / "home")).stdout
+    assert "--verbose" in passhat("--help", env=_env(tmp_path / "home"), timeout=180).stdout
 
 
 def test_help_and_domains_import_neither_tau2_nor_tracing(tmp_path):
@@ -308,4 +303,4 @@ def test_help_and_domains_import_neither_tau2_nor_tracing(tmp_path):
         assert result.returncode == 0, result.stderr
         imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if "|" in line}
         assert not {m for m in imported if m.split(".")[0] in ("tau2", "litellm", "opentelemetry")}, args
-    assert "airline\t50 tasks" in passhat("domains", env=_env(tmp_path / "home")).stdout
+    assert "airline\t50 tasks" in passhat("domains", env=_env(tmp_path / "home"), timeout=180).stdout

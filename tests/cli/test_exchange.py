@@ -11,7 +11,6 @@ work without Temporal.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -24,7 +23,8 @@ from sqlalchemy import text
 
 from passhat.contracts import Message, RunConfig
 from passhat.infra.store import Store
-from tests.fixtures_temporal import free_port
+from passhat.testing.harness import passhat
+from tests.helpers import cli_env, one_error_line
 from tests.results_files import (
     TAU2_MOCK_RESULTS,
     tau_bench_pass_hat,
@@ -41,36 +41,9 @@ TABLES = ("runs", "trials", "steps", "task_results")
 SUBMIT_ANSWERS = "\n\nPasshat Tests\nci@example.com\n\n\nn\n2026-01-01\n26.3\nexported by passhat\n"
 
 
-def cli_env(db_url: str, tmp_path: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        PASSHAT_DB_URL=db_url,
-        PASSHAT_HOME=str(tmp_path / "home"),
-        LITELLM_LOCAL_MODEL_COST_MAP="True",
-        # Nothing listens here: these commands must not need Temporal.
-        TEMPORAL_ADDRESS=f"127.0.0.1:{free_port()}",
-    )
-    Path(env["PASSHAT_HOME"]).mkdir(parents=True, exist_ok=True)
-    return env
-
-
-def passhat(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "passhat.cli.main", *args],
-                          capture_output=True, text=True, timeout=timeout, env=env)
-
-
 def tau2(*args: str, env: dict[str, str], stdin: str | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run([TAU2_CLI, *args], capture_output=True, text=True, input=stdin,
                           timeout=timeout, env=env, cwd=env["PASSHAT_HOME"])
-
-
-def one_error_line(result: subprocess.CompletedProcess) -> str:
-    """The command failed as passhat fails: exit 2, one "error:" line, no traceback."""
-    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    return lines[0]
 
 
 def snapshot(db_url: str) -> dict[str, list]:

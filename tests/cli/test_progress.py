@@ -12,7 +12,7 @@ from passhat.cli.render import progress_fields
 from passhat.contracts import Message
 from passhat.infra import logs
 from passhat.infra.store import RunProgress
-from tests.infra.test_store import make_config, make_spec
+from tests.helpers import make_config, make_spec
 
 
 def test_eta_from_the_pace_since_following_began():

@@ -18,9 +18,10 @@ from passhat.infra.store import Store
 from passhat.infra.temporal_server import connect
 from passhat.testing.fault_server import FaultServer
 from passhat.workflows.client import start_run
-from tests.cli.test_exchange import cli_env, one_error_line, passhat
+from passhat.testing.harness import passhat
+from tests.helpers import cli_env, one_error_line
 from tests.runs import config, run_to_end, worker_for
-from tests.workflows.test_resume import HoldTask, cancel_midway
+from tests.runs import HoldTask, cancel_midway
 
 MODELS = ["scripted/oracle", "scripted/noisy-0.5"]
 

@@ -95,7 +95,7 @@ def test_a_good_file_sets_every_key(tmp_path):
 
 
 def test_a_task_file_is_relative_to_the_config(tmp_path):
-    from tests.cli.test_bad_input import VALID_TASK
+    from tests.helpers import VALID_TASK
 
     (tmp_path / "tasks").mkdir()
     (tmp_path / "tasks" / "mine.json").write_text(json.dumps([VALID_TASK]))

@@ -17,14 +17,14 @@ from passhat.contracts import trial_seeds
 from passhat.infra.store import Store
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.scripted_http import SCENARIO_TAG, TEST_KEY_ENV, ScriptedResponder, http_args, message_text
-from tests.cli.test_cli import env, passhat  # noqa: F401  (env is a fixture)
+from passhat.testing.harness import passhat
 
 
 def store_of(env: dict) -> Store:
     return Store(f"sqlite:///{env['PASSHAT_HOME']}/results.db")
 
 
-def test_a_sweep_config_gives_each_model_its_args_and_options_override_it(env, tmp_path):  # noqa: F811
+def test_a_sweep_config_gives_each_model_its_args_and_options_override_it(env, tmp_path):
     with FaultServer(responder=ScriptedResponder(["airline"]).answer) as srv:
         server = f'api_base = "{srv.url}/v1", api_key_env = "{TEST_KEY_ENV}"'
         sweep = tmp_path / "sweep.toml"
@@ -84,7 +84,7 @@ args = {{ {server}, temperature = 0.5 }}
 PRICES = {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6}
 
 
-def test_a_budget_stops_the_run_and_resume_with_a_new_one_finishes_it(env):  # noqa: F811
+def test_a_budget_stops_the_run_and_resume_with_a_new_one_finishes_it(env):
     with FaultServer(responder=ScriptedResponder(["airline"]).answer) as srv:
         args = json.dumps(http_args(srv.url, **PRICES))  # litellm prices the calls from these
         # One task at a time: the first one's cost reaches the budget, the second never starts.

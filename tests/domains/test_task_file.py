@@ -14,6 +14,8 @@ import pytest
 from passhat.contracts import Message, ToolCall
 from passhat.domains.base import UnknownDomainError
 from passhat.domains.registry import get_domain, register_domain
+from passhat.testing.harness import passhat
+from tests.helpers import VALID_TASK
 from passhat.domains.task_file import (
     TaskFileError,
     custom_domain_name,
@@ -107,7 +109,7 @@ def test_another_process_in_another_directory_resolves_the_name(task_file, tmp_p
     elsewhere.mkdir()
     result = subprocess.run(
         [sys.executable, "-c",
-         "import sys; from domains.registry import get_domain; "
+         "import sys; from passhat.domains.registry import get_domain; "
          "print(get_domain(sys.argv[1]).task_ids())", name],
         cwd=elsewhere, capture_output=True, text=True, timeout=120,
         env={**os.environ, "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
@@ -137,15 +139,7 @@ def test_task_files_need_a_tau2_domain(task_file):
 
 # Each bad file: (its content, a fragment the message must contain). `TASK` is a valid
 # airline task with one gold action; the cases break one thing at a time.
-TASK = {
-    "id": "t1",
-    "user_scenario": {"instructions": {
-        "domain": "airline", "reason_for_call": "Cancel reservation EHGLP3.",
-        "known_info": "You are Emma Kim.", "task_instructions": "Insist politely."}},
-    "evaluation_criteria": {"actions": [{
-        "action_id": "a1", "name": "get_user_details",
-        "arguments": {"user_id": "emma_kim_9957"}}]},
-}
+TASK = VALID_TASK
 
 
 def _with(**changes) -> dict:  # noqa: ANN003
@@ -215,13 +209,6 @@ def test_reading_and_validating_separately_gives_tau2_tasks(tmp_path):
     assert raw == [TASK]
     [task] = validate_tasks(path, raw, domain="airline", agent_tools={"get_user_details"}, user_tools=None)
     assert task.id == "t1" and task.evaluation_criteria.actions[0].name == "get_user_details"
-
-
-def passhat(*args, env, cwd=None):  # noqa: ANN001, ANN002
-    return subprocess.run(
-        [sys.executable, "-m", "passhat.cli.main", *args],
-        capture_output=True, text=True, timeout=300, env=env, cwd=cwd,
-    )
 
 
 def test_cli_runs_a_task_file_with_a_relative_path(temporal_server, tmp_path, task_file):

@@ -454,7 +454,7 @@ def test_registry():
 
 
 def test_importing_the_registry_does_not_import_tau2():
-    code = "import domains.registry, domains, sys; assert 'tau2' not in sys.modules, 'tau2 imported'"
+    code = "import passhat.domains.registry, sys; assert 'tau2' not in sys.modules, 'tau2 imported'"
     subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, check=True, env=os.environ.copy()
     )

@@ -15,6 +15,7 @@ from passhat.testing.scripted_http import (
     http_args,
     opening_request,
 )
+from tests.helpers import conversation
 from tests.runs import config, run_to_end
 from passhat.contracts import AGENT_GREETING, STOP_TOKEN, trial_seeds
 
@@ -106,7 +107,7 @@ async def test_http_conversations_equal_in_process_ones(client, sqlite_store, mo
             return (m.role, m.content or None, calls, m.tool_call_id)
 
         return {
-            (t.task_id, t.trial_index): [shape(m) for m in sqlite_store.messages(t.trial_id)]
+            (t.task_id, t.trial_index): [shape(m) for m in conversation(sqlite_store, t.trial_id)]
             for t in sqlite_store.trials(run_id)
         }
 
@@ -135,7 +136,7 @@ async def test_fixed_length_conversations_make_exactly_that_many_calls(client, s
     for trial in trials:
         steps = [s for s in sqlite_store.steps(trial.trial_id) if s.model is not None]
         assert len(steps) == calls, (trial.task_id, len(steps))
-        messages = sqlite_store.messages(trial.trial_id)
+        messages = conversation(sqlite_store, trial.trial_id)
         # 3: user, agent's reply, stop. 8: user, tool, reply, user, tool, tool, reply,
         # stop. 9: user, tool, reply, user, tool, reply, user, reply, stop.
         assert sum(1 for m in messages if m.tool_calls) == {3: 0, 8: 3, 9: 2}[calls], \

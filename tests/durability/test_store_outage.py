@@ -124,8 +124,8 @@ async def test_run_waits_out_a_store_outage(pg_passhat, postgres, model_server, 
     await worker.ready()
 
     # Mid-run: some trials scored, most still to go.
-    done_before, _, _ = await until(
-        lambda: (p := store.progress(RUN_ID))[0] >= 2 and p, "2 trials finished", 120)
+    done_before = await until(
+        lambda: (done := store.run_progress(RUN_ID).done) >= 2 and done, "2 trials finished", 120)
     store.close()  # the test's own connections must not outlive the server
     pg.stop()
     down_at = time.monotonic()

@@ -6,8 +6,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 
@@ -15,6 +13,7 @@ from passhat.infra import secrets
 from passhat.infra.store import Store
 from passhat.infra.temporal_server import connect
 from passhat.testing.fault_server import FaultServer
+from passhat.testing.harness import passhat
 from tests.otlp_receiver import OtlpReceiver
 
 CANARY = "canary-0f1e2d3c4b5a69788796a5b4c3d2e1f0"  # a key only the environment knows
@@ -39,11 +38,6 @@ def test_redact_removes_environment_keys_and_key_shaped_strings(monkeypatch):
     monkeypatch.setenv("SOME_PROVIDER_API_KEY", CANARY)
     text = f"bad key {CANARY}; also {'sk-' + 'abcdefghijklmnop1234'} and a plain word"
     assert secrets.redact(text) == "bad key [REDACTED]; also [REDACTED] and a plain word"
-
-
-def passhat(*args, env):  # noqa: ANN001, ANN201
-    return subprocess.run([sys.executable, "-m", "passhat.cli.main", *args],
-                          capture_output=True, text=True, timeout=300, env=env)
 
 
 def test_a_key_in_model_arguments_is_refused(temporal_server, tmp_path):

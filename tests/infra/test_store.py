@@ -6,8 +6,9 @@ import threading
 
 import pytest
 
-from passhat.contracts import Message, RunConfig, TaskOutcome, TaskUnit, ToolCall
+from passhat.contracts import Message, TaskOutcome, ToolCall
 from passhat.infra.store import ConfigMismatchError, NotFoundError, Store, StoreError
+from tests.helpers import conversation, make_config, make_spec
 
 
 @pytest.fixture
@@ -15,28 +16,6 @@ def store(db_url):
     s = Store(db_url)
     yield s
     s.close()
-
-
-def make_config(run_id="r1", **overrides) -> RunConfig:
-    fields = {
-        "agent_models": ["agent-m"],
-        "user_model": "user-m",
-        "domains": ["mock"],
-        "trials": 3,
-    }
-    return RunConfig(run_id=run_id, **{**fields, **overrides})
-
-
-def make_spec(run_id="r1", task_id="t1", index=0):
-    unit = TaskUnit(
-        run_id=run_id,
-        agent_model="agent-m",
-        user_model="user-m",
-        domain="mock",
-        task_id=task_id,
-        seeds=[11, 22, 33],
-    )
-    return unit.trial(index)
 
 
 def msg(text: str, role="assistant") -> Message:
@@ -56,7 +35,7 @@ def test_record_step_is_idempotent(store):
     assert len(rows) == 1
     # The first write wins: a retry cannot change what the trial already saw.
     assert rows[0].message_list()[0].content == "first"
-    assert store.count_steps(spec.trial_id) == 1
+    assert len(store.steps(spec.trial_id)) == 1
 
 
 def test_step_or_history_reads_a_recorded_step_or_the_conversation_before_it(store):
@@ -96,7 +75,7 @@ def test_concurrent_record_step_same_key_writes_once(store):
         t.join()
     assert errors == []
     assert sorted(results) == [False] * 7 + [True]
-    assert store.count_steps(spec.trial_id) == 1
+    assert len(store.steps(spec.trial_id)) == 1
 
 
 def test_concurrent_writes_from_two_stores(db_url):
@@ -122,7 +101,7 @@ def test_concurrent_writes_from_two_stores(db_url):
     for t in threads:
         t.join()
     assert errors == []
-    assert [m.content for m in a.messages(spec.trial_id)] == [str(i) for i in range(40)]
+    assert [m.content for m in conversation(a, spec.trial_id)] == [str(i) for i in range(40)]
     a.close()
     b.close()
 
@@ -168,7 +147,7 @@ def test_messages_round_trip_with_tool_calls(store):
         finish_reason="tool_calls",
     )
     store.record_step(spec.trial_id, "r1", 2, "tool", [tool, failed])
-    messages = store.messages(spec.trial_id)
+    messages = conversation(store, spec.trial_id)
     assert messages == [msg("hello", role="user"), assistant, tool, failed]
     assert messages[1].tool_calls[0].arguments["passengers"][0]["age"] == 36
     step = store.get_step(spec.trial_id, 1)
@@ -191,7 +170,7 @@ def test_begin_trial_semantics(store):
     store.record_step(spec.trial_id, "r1", 0, "assistant", [msg("a")])
     row = store.begin_trial(spec)
     assert (row.status, row.attempts) == ("running", 2)
-    assert store.count_steps(spec.trial_id) == 1
+    assert len(store.steps(spec.trial_id)) == 1
 
     # A not-evaluable trial is retried on resume, and its error cleared.
     store.mark_not_evaluable(spec.trial_id, "rate limited 8 times", "RateLimitError")
@@ -210,7 +189,7 @@ def test_begin_trial_semantics(store):
         3,
     )
     assert row.finished_at is None
-    assert store.count_steps(spec.trial_id) == 1
+    assert len(store.steps(spec.trial_id)) == 1
 
     # A scored trial is final.
     store.finish_trial(spec.trial_id, 1.0, True, {"db": 1.0}, "user_stop", 1)
@@ -336,7 +315,7 @@ def test_delete_run_removes_everything(store):
     assert store.task_results("gone") == []
     kept = make_spec(run_id="kept")
     assert store.get_run("kept") is not None
-    assert store.count_steps(kept.trial_id) == 1
+    assert len(store.steps(kept.trial_id)) == 1
     assert len(store.task_results("kept")) == 1
 
 
@@ -364,23 +343,28 @@ def test_record_task_upserts(store):
     assert rows[1] == outcome(successes=3)
 
 
+def progress(store: Store, run_id: str) -> tuple[int, int, float | None]:
+    p = store.run_progress(run_id)
+    return p.done, p.total, p.pass1
+
+
 def test_progress(store):
     store.create_run(make_config(), total_trials=5)
-    assert store.progress("r1") == (0, 5, None)
+    assert progress(store, "r1") == (0, 5, None)
     specs = [make_spec(index=i) for i in range(3)] + [make_spec(task_id="t2")]
     for spec in specs:
         store.begin_trial(spec)
-    assert store.progress("r1") == (0, 5, None)
+    assert progress(store, "r1") == (0, 5, None)
     store.mark_not_evaluable(specs[0].trial_id, "boom", "X")
-    assert store.progress("r1") == (1, 5, None)
+    assert progress(store, "r1") == (1, 5, None)
     store.finish_trial(specs[1].trial_id, 1.0, True, {}, "user_stop", 2)
     store.finish_trial(specs[2].trial_id, 0.0, False, {}, "user_stop", 2)
     store.finish_trial(specs[3].trial_id, 1.0, True, {}, "user_stop", 2)
-    done, total, pass1 = store.progress("r1")
+    done, total, pass1 = progress(store, "r1")
     assert (done, total) == (4, 5)
     assert pass1 == pytest.approx(2 / 3)
     with pytest.raises(NotFoundError):
-        store.progress("missing")
+        store.run_progress("missing")
 
 
 def test_large_seed_round_trips(store):
@@ -454,10 +438,10 @@ def test_sqlite_readers_do_not_wait_for_a_writer(tmp_path):
     writer.execute("BEGIN IMMEDIATE")
     writer.execute("DELETE FROM steps")  # uncommitted: readers must not see it
     try:
-        assert store.progress("r1") == (0, 1, None)
+        assert progress(store, "r1") == (0, 1, None)
         assert [t.trial_id for t in store.trials("r1")] == [spec.trial_id]
-        assert [m.content for m in store.messages(spec.trial_id)] == ["hello"]
-        assert store.count_steps(spec.trial_id) == 1
+        assert [m.content for m in conversation(store, spec.trial_id)] == ["hello"]
+        assert len(store.steps(spec.trial_id)) == 1
         assert store.get_run("r1").status == "running"
     finally:
         writer.execute("ROLLBACK")

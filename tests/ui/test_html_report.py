@@ -11,7 +11,8 @@ from urllib.parse import quote
 
 from PIL import Image, ImageChops
 
-from tests.cli.test_exchange import cli_env, passhat
+from passhat.testing.harness import passhat
+from tests.helpers import cli_env
 from tests.results_files import TAU2_MOCK_RESULTS
 from tests.runs import config, run_to_end
 from tests.ui.chromium import ARTIFACTS, chromium

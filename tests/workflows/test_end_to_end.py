@@ -66,7 +66,7 @@ async def test_same_run_id_attaches_and_resume_reruns_nothing(client, sqlite_sto
         first = await run_to_end(client, store, cfg)
         assert first.results[0].pass_hat_k == {"1": 1.0, "2": 1.0}
         calls = srv.received
-        steps = {t.trial_id: store.count_steps(t.trial_id) for t in store.trials(cfg.run_id)}
+        steps = {t.trial_id: len(store.steps(t.trial_id)) for t in store.trials(cfg.run_id)}
 
         assert await run_to_end(client, store, cfg) == first
         assert srv.received == calls
@@ -76,7 +76,7 @@ async def test_same_run_id_attaches_and_resume_reruns_nothing(client, sqlite_sto
             resumed = await follow(handle, store, cfg.run_id, lambda *a: None, poll_s=0.2)
         assert resumed == first
         assert srv.received == calls, "resuming a finished run called the provider"
-    assert {t.trial_id: store.count_steps(t.trial_id) for t in store.trials(cfg.run_id)} == steps
+    assert {t.trial_id: len(store.steps(t.trial_id)) for t in store.trials(cfg.run_id)} == steps
     for trial_id in steps:
         # The trial workflow's newest execution (the resumed one) only opened the trial.
         history = await client.get_workflow_handle(trial_id).fetch_history()

@@ -11,7 +11,7 @@ async def trial_history(client, store, domain: str, task: str) -> tuple[int, int
     await run_to_end(client, store, cfg)
     [trial] = store.trials(cfg.run_id)
     history = await client.get_workflow_handle(trial.trial_id).fetch_history()
-    return store.count_steps(trial.trial_id), len(history.events), sum(e.ByteSize() for e in history.events)
+    return len(store.steps(trial.trial_id)), len(history.events), sum(e.ByteSize() for e in history.events)
 
 
 async def test_history_is_linear_in_steps(client, sqlite_store):

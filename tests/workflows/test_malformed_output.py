@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from passhat.testing.fault_server import FaultServer
+from tests.helpers import conversation
 from tests.runs import config, run_to_end
 
 BAD_ARGS = {"tool_calls": [{"name": "get_user_details", "arguments": '{"user_id": '}]}
@@ -42,7 +43,7 @@ async def test_malformed_agent_output_is_the_agents_failure(
     [trial] = sqlite_store.trials(cfg.run_id)
     assert (trial.status, trial.reward, trial.termination_reason) == ("scored", 0.0, termination)
     assert (trial.error_class, trial.error_side) == (failure, "agent" if failure else None)
-    tool_answers = [m for m in sqlite_store.messages(trial.trial_id) if m.role == "tool"]
+    tool_answers = [m for m in conversation(sqlite_store, trial.trial_id) if m.role == "tool"]
     if failure:
         assert tool_answers == []  # nothing was executed
         assert sqlite_store.steps(trial.trial_id)[-1].failure_class == failure
@@ -60,7 +61,7 @@ async def test_lenient_tool_arguments_is_an_opt_in_departure(client, sqlite_stor
     assert summary.departures and "lenient tool arguments" in summary.departures[0]
     [trial] = sqlite_store.trials(cfg.run_id)
     assert trial.termination_reason == "too_many_errors" and trial.error_class is None
-    answers = [m for m in sqlite_store.messages(trial.trial_id) if m.role == "tool"]
+    answers = [m for m in conversation(sqlite_store, trial.trial_id) if m.role == "tool"]
     assert len(answers) == 3 and all("not valid JSON" in (m.content or "") for m in answers)
     # The departure is part of what the run measures: it is in the fingerprint.
     strict = cfg.model_copy(update={"lenient_tool_arguments": False})

@@ -4,34 +4,26 @@ over real HTTP by the loopback fault server, playing the oracle for the task."""
 from __future__ import annotations
 
 import asyncio
-import threading
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import ActivityEnvironment
 
 from passhat.activities.conversation import ConversationActivities
+from passhat.workflows.client import follow, start_run
 from passhat.domains.registry import get_domain
 from passhat.infra import scripted_provider
 from passhat.testing.fault_server import FaultServer
-from passhat.testing.harness import trial_specs, until
-from passhat.testing.scripted_http import ScriptedResponder, message_text, opening_request
-from passhat.workflows.client import cancel_run, follow, start_run
-from tests.runs import config, run_to_end, worker_for
+from passhat.testing.harness import trial_specs
+from passhat.testing.scripted_http import ScriptedResponder
+from tests.runs import HoldTask, cancel_midway, config, http_config, run_to_end, worker_for
 from passhat.contracts import StepRef
 
-TASK = "0"
+TASK = "0"  # the task http_config (tests/runs.py) runs by default
 
 
 def oracle_agent(body: dict) -> dict:
     return scripted_provider.agent_turn(get_domain("airline").task(TASK), body["messages"])
-
-
-def http_config(srv, **overrides):
-    return config(**{
-        "agent_models": ["openai/agent"], "task_ids": [TASK], "trials": 2,
-        "agent_args": f'{{"api_base": "{srv.url}/v1", "api_key_env": "PASSHAT_TEST_API_KEY"}}', **overrides,
-    })
 
 
 async def test_permanent_error_is_not_evaluable_then_resume_completes(client, sqlite_store):
@@ -45,7 +37,7 @@ async def test_permanent_error_is_not_evaluable_then_resume_completes(client, sq
         assert all(t.status == "not_evaluable" for t in trials)
         assert all(t.error_class == "AuthenticationError" and "401" in t.error for t in trials)
         assert srv.received == 2  # deterministic errors are not retried
-        recorded = {t.trial_id: store.count_steps(t.trial_id) for t in trials}
+        recorded = {t.trial_id: len(store.steps(t.trial_id)) for t in trials}
         # Red in the Temporal UI: each trial workflow failed with the provider's error
         # class, while its task and the run completed.
         for t in trials:
@@ -115,38 +107,6 @@ async def test_retries_stop_when_the_window_closes(client, sqlite_store):
     assert trial.status == "not_evaluable"
 
 
-class HoldTask:
-    """An oracle agent over HTTP that answers one task's requests only once released.
-    Trials of the other tasks finish while the held task's trials wait mid-conversation,
-    so a cancel always finds both finished and unfinished trials, however busy the
-    machine is."""
-
-    def __init__(self, held_task: str):
-        self.scripted = ScriptedResponder(["airline"])
-        self.opening = opening_request(get_domain("airline").task(held_task))
-        self.release = threading.Event()
-        self.waiting = 0
-
-    async def __call__(self, body: dict) -> dict:
-        users = [m for m in body["messages"] if m.get("role") == "user"]
-        if users and message_text(users[0].get("content")) == self.opening:
-            self.waiting += 1
-            await asyncio.to_thread(self.release.wait, 300)
-            self.waiting -= 1
-        return self.scripted.answer(body)
-
-
-async def cancel_midway(client, store, srv: FaultServer, agent: HoldTask, queue: str):  # noqa: ANN001, ANN201
-    """Start a run of tasks 0 and 1 (k=2) on `queue` and cancel it once task 0's two
-    trials are scored and task 1's two wait on their first agent call; its config."""
-    cfg = http_config(srv, task_ids=["0", "1"], agent_models=["openai/oracle"])
-    await start_run(client, store, cfg, task_queue=queue)
-    await until(lambda: store.progress(cfg.run_id)[0] == 2 and agent.waiting == 2,
-                timeout=120, what="task 0 scored while task 1 waits")
-    assert await cancel_run(client, store, cfg.run_id) == "cancelled"
-    return cfg
-
-
 async def test_cancel_then_resume_finishes_without_redoing_steps(client, sqlite_store):
     store = sqlite_store
     agent = HoldTask("1")
@@ -166,7 +126,7 @@ async def test_cancel_then_resume_finishes_without_redoing_steps(client, sqlite_
         assert {t: task_of[t] for t, st in status.items() if st == "scored"} == {
             t: "0" for t in task_of if task_of[t] == "0"}
         assert {st for t, st in status.items() if task_of[t] == "1"} == {"cancelled"}
-        done_before = {t: store.count_steps(t) for t, st in status.items() if st == "scored"}
+        done_before = {t: len(store.steps(t)) for t, st in status.items() if st == "scored"}
 
         async with worker_for(client, store) as queue:
             handle = await start_run(client, store, cfg, task_queue=queue, resume=True)
@@ -174,7 +134,7 @@ async def test_cancel_then_resume_finishes_without_redoing_steps(client, sqlite_
     [row] = summary.results
     assert (row.evaluable, row.pass_hat_k["2"]) == (4, 1.0)
     for trial_id, n in done_before.items():  # finished trials were left untouched
-        assert store.count_steps(trial_id) == n and store.get_trial(trial_id).attempts == 1
+        assert len(store.steps(trial_id)) == n and store.get_trial(trial_id).attempts == 1
     assert store.get_run(cfg.run_id).status == "completed"
 
 

@@ -1,0 +1,74 @@
+"""Helpers shared by test modules: what one test module would otherwise import from
+another. Helpers for tests that run real workflows are in tests/runs.py; running the
+passhat command is passhat.testing.harness.passhat."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from passhat.contracts import Message, RunConfig, TaskUnit
+from passhat.infra.store import Store
+from passhat.testing.harness import free_port
+
+# A custom task (tau2's task format) that airline accepts.
+VALID_TASK = {
+    "id": "t1",
+    "user_scenario": {"instructions": {
+        "domain": "airline", "reason_for_call": "Cancel reservation EHGLP3.",
+        "known_info": "You are Emma Kim.", "task_instructions": "Insist politely."}},
+    "evaluation_criteria": {"actions": [{
+        "action_id": "a1", "name": "get_user_details", "arguments": {"user_id": "emma_kim_9957"}}]},
+}
+
+
+def cli_env(db_url: str, tmp_path: Path) -> dict[str, str]:
+    """The environment of passhat commands that read the store at `db_url` and must not
+    need Temporal."""
+    env = dict(os.environ)
+    env.update(
+        PASSHAT_DB_URL=db_url,
+        PASSHAT_HOME=str(tmp_path / "home"),
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        # Nothing listens here: these commands must not need Temporal.
+        TEMPORAL_ADDRESS=f"127.0.0.1:{free_port()}",
+    )
+    Path(env["PASSHAT_HOME"]).mkdir(parents=True, exist_ok=True)
+    return env
+
+
+def one_error_line(result: subprocess.CompletedProcess) -> str:
+    """The command failed as passhat fails: exit 2, one "error:" line, no traceback."""
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def make_config(run_id="r1", **overrides) -> RunConfig:
+    fields = {
+        "agent_models": ["agent-m"],
+        "user_model": "user-m",
+        "domains": ["mock"],
+        "trials": 3,
+    }
+    return RunConfig(run_id=run_id, **{**fields, **overrides})
+
+
+def make_spec(run_id="r1", task_id="t1", index=0):
+    unit = TaskUnit(
+        run_id=run_id,
+        agent_model="agent-m",
+        user_model="user-m",
+        domain="mock",
+        task_id=task_id,
+        seeds=[11, 22, 33],
+    )
+    return unit.trial(index)
+
+
+def conversation(store: Store, trial_id: str) -> list[Message]:
+    """A trial's recorded conversation: every step's messages, in step order."""
+    return [m for row in store.steps(trial_id) for m in row.message_list()]
