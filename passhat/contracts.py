@@ -400,3 +400,7 @@ def trial_workflow_id(
     run_id: str, agent_model: str, domain: str, task_id: str, index: int
 ) -> str:
     return f"{task_workflow_id(run_id, agent_model, domain, task_id)}/trial-{index}"
+
+
+RUN_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}"
+RUN_ID_RULE = "must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit"
