@@ -131,12 +131,13 @@ def _guard(fn):  # noqa: ANN001, ANN202
     from passhat.cli.launch import RunEnded, UserInputError
     from passhat.infra.store import ConfigMismatchError, StoreError
     from passhat.infra.temporal_server import TemporalUnreachable, TemporalServerError
+    from passhat.results.records import ResultsError
 
     try:
         return fn()
     except TemporalServerError as err:
         fail(str(err))  # multi-line on purpose: it ends with the server's log excerpt
-    except (UserInputError, ConfigMismatchError, StoreError, TemporalUnreachable, RunEnded) as err:
+    except (UserInputError, ResultsError, ConfigMismatchError, StoreError, TemporalUnreachable, RunEnded) as err:
         # One line: database drivers (psycopg) wrap and indent their messages.
         fail(" ".join(str(err).split()))
     except KeyboardInterrupt:
@@ -607,7 +608,9 @@ def report(
         from pathlib import Path
 
         from passhat.cli.launch import UserInputError
-        from passhat.cli.report import GROUPINGS, OUTPUTS, PLOT_SUFFIXES, build_report
+        from passhat.cli.plots import PLOT_SUFFIXES
+        from passhat.cli.render import GROUPINGS, OUTPUTS
+        from passhat.results.report import build_report
         from passhat.infra.store import Store
 
         if output not in OUTPUTS:
@@ -648,7 +651,7 @@ def _write_report(store, result, output: str, by: str, out: str | None) -> None:
         return
     if output == "html":
         from passhat.cli import html_report
-        from passhat.cli.report import trial_views
+        from passhat.cli.html_report import trial_views
         from passhat.infra import settings
         from passhat.infra.temporal_server import ui_url
 
@@ -725,7 +728,7 @@ def show(
         if trial is None:
             fail(f"no trial '{trial_id}'; `passhat trials RUN` lists a run's trial ids")
         if output == "json":
-            from passhat.cli.exchange import jsonl_line
+            from passhat.results.jsonl import jsonl_line
 
             print(json.dumps({**jsonl_line(trial.run_id, trial, store.steps(trial_id)),
                               "attempts": trial.attempts, "n_steps": trial.n_steps}))
@@ -745,7 +748,7 @@ def export(
     """Write a run's results to files: tau2's results schema, or JSON lines."""
 
     def body() -> None:
-        from passhat.cli.exchange import export_run
+        from passhat.results.exporting import export_run
         from passhat.infra.store import Store
 
         store = Store()
@@ -776,7 +779,7 @@ def import_(
     and export work on (it has no workflows: resume and cancel refuse it)."""
 
     def body() -> None:
-        from passhat.cli.exchange import import_files
+        from passhat.results.importing import import_files
         from passhat.infra.store import Store
 
         result = import_files(Store(), files, run_id=run_id, domain=domain,

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from passhat.cli import render
 from passhat.cli.launch import start_run
-from passhat.cli.report import Report, build_report
+from passhat.results.report import Report, build_report
 from passhat.infra.store import Store
 from passhat.infra.temporal_server import connect
 from passhat.testing.fault_server import FaultServer
