@@ -21,6 +21,7 @@ COPY workflows ./workflows
 COPY activities ./activities
 COPY domains ./domains
 COPY infra ./infra
+COPY results ./results
 COPY cli ./cli
 COPY testing ./testing
 # All dependencies ship manylinux wheels, so the slim image needs no compiler.

@@ -8,16 +8,14 @@ from __future__ import annotations
 import hashlib
 import json
 from html import escape
+from typing import Any
+
+from pydantic import BaseModel
 
 from passhat.cli import plots
-from passhat.contracts import trial_workflow_id
-from passhat.cli.report import (
-    MISSING,
-    REWARD_PARTS,
-    GroupReport,
-    Report,
-    TrialView,
-)
+from passhat.cli.render import trial_links
+from passhat.contracts import Message, outcome_label, trial_workflow_id
+from passhat.results.report import MISSING, REWARD_PARTS, GroupReport, Report, RunReport
 
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;padding:0 16px;color:#222}
@@ -60,8 +58,55 @@ def _num(value: float | None, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+class TrialView(BaseModel):
+    """One trial as the HTML report's drill-down shows it."""
+
+    trial_id: str
+    run_id: str
+    agent_model: str
+    domain: str
+    task_id: str
+    trial_index: int
+    outcome: str
+    reward: float | None
+    termination_reason: str | None
+    error_class: str | None
+    error_side: str | None
+    error: str | None
+    cost: float
+    input_tokens: int
+    output_tokens: int
+    reward_info: dict[str, Any]
+    messages: list[Message]
+    temporal_url: str | None
+    jaeger_url: str | None
+
+
+def trial_views(store, run: RunReport, ui: str | None, namespace: str, jaeger: str) -> list[TrialView]:  # noqa: ANN001
+    """Every recorded trial of a run with its conversation and links. `ui` is the
+    Temporal UI's base URL when it is known without starting anything (None for an
+    imported run, which has no workflows)."""
+    steps = store.run_steps(run.run_id)
+    views = []
+    for row in store.trials(run.run_id):
+        temporal_url, jaeger_url = trial_links(row, None if run.imported else ui, namespace, jaeger)
+        views.append(TrialView(
+            trial_id=row.trial_id, run_id=row.run_id, agent_model=row.agent_model,
+            domain=row.domain, task_id=row.task_id, trial_index=row.trial_index,
+            outcome=outcome_label(row.status, row.reward), reward=row.reward,
+            termination_reason=row.termination_reason, error_class=row.error_class,
+            error_side=row.error_side, error=row.error, cost=row.cost,
+            input_tokens=row.input_tokens, output_tokens=row.output_tokens,
+            reward_info=row.reward_info(),
+            messages=[m for s in steps.get(row.trial_id, []) for m in s.message_list()],
+            temporal_url=None if temporal_url == "-" else temporal_url,
+            jaeger_url=None if jaeger_url == "-" else jaeger_url,
+        ))
+    return views
+
+
 def render(report: Report, trials: dict[str, list[TrialView]]) -> str:
-    """The whole page. `trials` maps each run id to its trials (report.trial_views)."""
+    """The whole page. `trials` maps each run id to its trials (trial_views)."""
     title = "passhat report " + ", ".join(r.run_id for r in report.runs)
     body = [f"<h1>{_e(title)}</h1>", _status(report), _summary(report), _charts(report),
             _comparisons(report), _taxonomy(report), _grids(report), _drilldown(report, trials)]

@@ -7,7 +7,9 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from passhat.cli.report import GroupReport, Report
+from passhat.results.report import GroupReport, Report
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")  # the formats `report --plot` writes
 
 
 def _pyplot():  # noqa: ANN202

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from passhat.contracts import TRIAL_NOT_EVALUABLE, RunSummary, outcome_label
+from passhat.results.jsonl import jsonl_line
 
 
 def summary_json(summary: RunSummary) -> str:
@@ -122,8 +123,6 @@ def print_trials(rows, ui: str | None, namespace: str, jaeger: str, console: Con
 def trials_json(run_id: str, rows, ui: str | None, namespace: str, jaeger: str) -> str:  # noqa: ANN001
     """`passhat trials -o json`: one object, each trial as in the JSON-lines export
     without its conversation and score details, plus its outcome, attempts and links."""
-    from passhat.cli.exchange import jsonl_line
-
     trials = []
     for row in rows:
         line = jsonl_line(run_id, row, [])
@@ -207,7 +206,10 @@ def transcript(trial, steps, console: Console) -> None:  # noqa: ANN001
 
 
 # ---- `passhat report` -----------------------------------------------------------------------
-# Every format renders the one Report (passhat.cli.report); html is passhat.cli.html_report.
+# Every format renders the one Report (passhat.results.report); html is passhat.cli.html_report.
+
+OUTPUTS = ("table", "json", "csv", "markdown", "html")
+GROUPINGS = ("model", "task")  # report --by
 
 # One character per trial in the by-task views: the outcome grid of a task.
 OUTCOME_MARKS = {"success": "+", "failure": "x", "not_evaluable": "!", "running": ".",

@@ -108,7 +108,9 @@ def report(
     """pass^k per agent model and domain with bootstrap confidence intervals, cost,
     failure taxonomy and paired comparisons, from the results store; partial runs
     report the trials they finished and say what is missing."""
-    from passhat.cli.report import GROUPINGS, OUTPUTS, PLOT_SUFFIXES, build_report
+    from passhat.cli.plots import PLOT_SUFFIXES
+    from passhat.cli.render import GROUPINGS, OUTPUTS
+    from passhat.results.report import build_report
 
     if output not in OUTPUTS:
         raise UserInputError(f"--output must be one of {', '.join(OUTPUTS)}, got '{output}'")
@@ -146,7 +148,7 @@ def _write_report(store, result, output: str, by: str, out: str | None) -> None:
         return
     if output == "html":
         from passhat.cli import html_report
-        from passhat.cli.report import trial_views
+        from passhat.cli.html_report import trial_views
         from passhat.infra import settings
         from passhat.infra.temporal_server import ui_url
 
@@ -212,7 +214,7 @@ def show(
     if trial is None:
         fail(f"no trial '{trial_id}'; `passhat trials RUN` lists a run's trial ids")
     if output == "json":
-        from passhat.cli.exchange import jsonl_line
+        from passhat.results.jsonl import jsonl_line
 
         print(json.dumps({**jsonl_line(trial.run_id, trial, store.steps(trial_id)),
                           "attempts": trial.attempts, "n_steps": trial.n_steps}))
@@ -228,7 +230,7 @@ def export(
     partial: bool = typer.Option(False, "--partial", help="Export a run that has not finished: only its finished trials, in files named *.partial.*"),
 ) -> None:
     """Write a run's results to files: tau2's results schema, or JSON lines."""
-    from passhat.cli.exchange import export_run
+    from passhat.results.exporting import export_run
 
     store = open_store()
     existing_run(store, run_id)
@@ -254,9 +256,9 @@ def import_files(
 ) -> None:
     """Load results files into the store as an imported run that report, trials, show
     and export work on (it has no workflows: resume and cancel refuse it)."""
-    from passhat.cli import exchange
+    from passhat.results import importing
 
-    result = exchange.import_files(open_store(), files, run_id=run_id, domain=domain,
+    result = importing.import_files(open_store(), files, run_id=run_id, domain=domain,
                                    agent_model=agent_model, user_model=user_model)
     print(result.run_id)
     if result.already:

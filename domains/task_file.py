@@ -17,6 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from passhat.domains.input_files import first_problem, read_text
+
 SEPARATOR = "@"
 
 
@@ -39,19 +41,8 @@ def split_domain_name(name: str) -> tuple[str, str | None]:
 def read_task_list(path: str | Path) -> list[Any]:
     """The file's JSON list of tasks, unvalidated. Cheap (no tau2), so a missing or
     malformed file is refused before the domain's data loads."""
-    path = Path(path)
-    where = f"task file {path}"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TaskFileError(f"{where} does not exist") from None
-    except IsADirectoryError:
-        raise TaskFileError(f"{where} is a directory, not a JSON file") from None
-    except UnicodeDecodeError as err:
-        raise TaskFileError(f"{where} is not UTF-8 text ({err.reason} at byte {err.start})") from None
-    except OSError as err:
-        raise TaskFileError(f"cannot read {where}: {err.strerror or err}") from None
-
+    where = f"task file {Path(path)}"
+    text = read_text(path, where, error=TaskFileError, on_directory="is a directory, not a JSON file")
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as err:
@@ -97,7 +88,7 @@ def validate_tasks(
         try:
             task = Task.model_validate(item)
         except ValidationError as err:
-            raise TaskFileError(f"{where}: {label}: {_first_problem(err)}") from None
+            raise TaskFileError(f"{where}: {label}: {first_problem(err, '(the task)')}") from None
         if task.id in first_index:
             raise TaskFileError(
                 f"{where}: {label} repeats the id of the task at index "
@@ -141,18 +132,6 @@ def _task_label(index: int, item: Any) -> str:
     if isinstance(task_id, str):
         return f"the task at index {index} (id {task_id!r})"
     return f"the task at index {index}"
-
-
-def _first_problem(err: Any) -> str:
-    """The first of pydantic's complaints as "field: message", with a count of the rest
-    (one fixed problem at a time is easier to act on than a wall of union branches)."""
-    problems = err.errors(include_url=False)
-    first = problems[0]
-    field = ".".join(str(part) for part in first["loc"]) or "(the task)"
-    message = f"{field}: {first['msg']}"
-    if len(problems) > 1:
-        message += f" (and {len(problems) - 1} more problem(s))"
-    return message
 
 
 def _json_type(value: Any) -> str:

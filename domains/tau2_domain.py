@@ -360,8 +360,7 @@ class _Tau2Data:
     def __init__(self, name: str):
         from tau2.registry import registry
 
-        # The task set tau2 runs by default (the "base" split where there is one).
-        self.tasks = {task.id: task for task in registry.get_tasks_loader(name)()}
+        self.tasks = {task.id: task for task in default_tasks(name)}
         self._construct = registry.get_env_constructor(name)
         env = self._construct()
         self.policy = env.get_policy()
@@ -405,19 +404,28 @@ def _data(name: str) -> _Tau2Data:
         with _load_lock:
             data = _loaded.get(name)
             if data is None:
-                _quiet_tau2()
+                quiet_tau2()
                 data = _loaded[name] = _Tau2Data(name)
     return data
+
+
+def default_tasks(name: str) -> list[Any]:
+    """tau2's Task models of the task set tau2 runs by default for a domain (the "base"
+    split where there is one)."""
+    quiet_tau2()
+    from tau2.registry import registry
+
+    return list(registry.get_tasks_loader(name)())
 
 
 def import_tau2() -> None:
     """Import tau2 now (seconds of CPU), e.g. before forking worker processes that will
     all need it."""
-    _quiet_tau2()
+    quiet_tau2()
     import tau2.registry  # noqa: F401
 
 
-def _quiet_tau2() -> None:
+def quiet_tau2() -> None:
     # tau2 logs every tool response at DEBUG to stderr; in a worker running thousands
     # of trials that is noise and measurable time. Only tau2's own loggers are silenced.
     from loguru import logger

@@ -8,10 +8,12 @@ import os
 import re
 from typing import Any
 
-# Argument names that carry credentials (api_key, token, Authorization, ...); litellm's
-# prices (input_cost_per_token, output_cost_per_token) are not.
+# Argument names that carry credentials (api_key, token, Authorization, a Cookie header,
+# aws_access_key_id, ...); litellm's prices (input_cost_per_token, output_cost_per_token)
+# are not.
 _SECRET_NAME = re.compile(
-    r"(^|[_-])(api[_-]?key|key|(?<!per[_-])token|secret|password|passwd|authorization|auth|credentials?)$",
+    r"(^|[_-])(api[_-]?key|key|(?<!per[_-])token|secret|password|passwd|authorization|auth"
+    r"|credentials?|cookie)$|access[_-]?key",
     re.IGNORECASE,
 )
 # Environment variables that hold provider keys (OPENAI_API_KEY, HF_TOKEN, ...).
@@ -23,19 +25,37 @@ REDACTED = "[REDACTED]"
 API_KEY_ENV = "api_key_env"
 
 
+def is_secret_name(name: object) -> bool:
+    """Whether an argument of this name carries a credential. api_key_env does not: it
+    names the variable that holds a key."""
+    return name != API_KEY_ENV and bool(_SECRET_NAME.search(str(name)))
+
+
 def secret_fields(args: dict[str, Any], prefix: str = "") -> list[str]:
     """The fields of litellm model arguments that would carry a secret, nested ones (for
-    example extra_headers.Authorization) included."""
+    example extra_headers.Authorization, fallbacks.0.api_key) included."""
     found = []
     for name, value in args.items():
         path = f"{prefix}{name}"
-        if name == API_KEY_ENV:
-            continue
-        if _SECRET_NAME.search(str(name)):
+        if is_secret_name(name):
             found.append(path)
         elif isinstance(value, dict):
             found += secret_fields(value, prefix=f"{path}.")
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                if isinstance(item, dict):
+                    found += secret_fields(item, prefix=f"{path}.{index}.")
     return found
+
+
+def without_secrets(value: Any) -> Any:
+    """`value` without any dict entry that secret_fields would name, at any depth: what
+    a results file may hold of model arguments that came from elsewhere."""
+    if isinstance(value, dict):
+        return {k: without_secrets(v) for k, v in value.items() if not is_secret_name(k)}
+    if isinstance(value, list):
+        return [without_secrets(v) for v in value]
+    return value
 
 
 def known_secrets() -> list[str]:

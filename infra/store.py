@@ -779,11 +779,6 @@ class Store:
 
     # ---- progress -----------------------------------------------------------------
 
-    def progress(self, run_id: str) -> tuple[int, int, float | None]:
-        """(finished trials, total trials, pass^1 over the scored ones so far)."""
-        p = self.run_progress(run_id)
-        return p.done, p.total, p.pass1
-
     def run_progress(self, run_id: str) -> RunProgress:
         """Where a run stands: finished and total trials, pass^1 over the scored ones,
         trials not evaluable, and what every model call recorded so far cost."""

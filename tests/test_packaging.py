@@ -10,7 +10,7 @@ import sysconfig
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBPACKAGES = ("cli", "workflows", "activities", "domains", "infra", "testing")
+SUBPACKAGES = ("cli", "workflows", "activities", "domains", "infra", "results", "testing")
 
 
 def run(*args: str, cwd: Path | None = None, timeout: float = 600) -> str:

@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from passhat.cli import render
-from passhat.cli.report import Report, build_report
+from passhat.results.report import Report, build_report
 from passhat.infra.store import Store
 from passhat.infra.temporal_server import connect
 from passhat.testing.fault_server import FaultServer

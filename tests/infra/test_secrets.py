@@ -34,6 +34,28 @@ def test_prices_per_token_are_not_secrets():
     assert secrets.secret_fields(args) == ["hf_token", "token"]
 
 
+def test_without_secrets_drops_what_secret_fields_names_at_any_depth():
+    args = {
+        "api_key": "sk-1", "apiKey": "sk-2", "token": "t", "auth": "a", "aws_secret_access_key": "s",
+        "aws_access_key_id": "i", "vertex_credentials": "c",
+        "extra_headers": {"Authorization": "Bearer x", "Cookie": "session=1", "X-Trace": "1"},
+        "max_tokens": 100, "max_completion_tokens": 5, "temperature": 0.0, "input_cost_per_token": 1e-6,
+        "api_base": "http://h/v1", "fallbacks": [{"password": "p", "seed": 1}],
+        "api_key_env": "PROVIDER_KEY",  # the name of a variable, not a key
+    }
+    kept = {
+        "extra_headers": {"X-Trace": "1"}, "max_tokens": 100, "max_completion_tokens": 5,
+        "temperature": 0.0, "input_cost_per_token": 1e-6, "api_base": "http://h/v1",
+        "fallbacks": [{"seed": 1}], "api_key_env": "PROVIDER_KEY",
+    }
+    assert secrets.without_secrets(args) == kept
+    # One detector: what is dropped is exactly what a run refuses.
+    assert secrets.secret_fields(args) == [
+        "api_key", "apiKey", "token", "auth", "aws_secret_access_key", "aws_access_key_id",
+        "vertex_credentials", "extra_headers.Authorization", "extra_headers.Cookie",
+        "fallbacks.0.password"]
+
+
 def test_redact_removes_environment_keys_and_key_shaped_strings(monkeypatch):
     monkeypatch.setenv("SOME_PROVIDER_API_KEY", CANARY)
     text = f"bad key {CANARY}; also {'sk-' + 'abcdefghijklmnop1234'} and a plain word"

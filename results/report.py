@@ -6,8 +6,8 @@ trials it did finish, and says plainly that it is partial and what is missing.
 
 The statistics (pass^k, bootstrap intervals, paired differences) are passhat.metrics';
 this module groups trials, counts failures and builds the `Report` that every output
-format renders (passhat.cli.render for table, markdown, csv and json,
-passhat.cli.html_report for html). Its pydantic models are the JSON schema.
+format renders (the CLI's render module for table, markdown, csv and json, its
+html_report for html). Its pydantic models are the JSON schema.
 """
 
 from __future__ import annotations
@@ -23,14 +23,10 @@ from passhat.contracts import (
     TRIAL_NOT_EVALUABLE,
     TRIAL_RUNNING,
     TRIAL_SCORED,
-    Message,
     is_success,
     outcome_label,
 )
 
-OUTPUTS = ("table", "json", "csv", "markdown", "html")
-GROUPINGS = ("model", "task")
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 # A trial the run expects but never started: it has no row in the store.
 MISSING = "missing"
 # The metric the paired comparison uses: a task's pass^1 is its share of successful
@@ -339,55 +335,3 @@ def _comparisons(report: Report) -> list[Comparison]:
 
 def _pass1_by_task(group: GroupReport) -> dict[str, float]:
     return {t.task_id: t.pass_hat_k["1"] for t in group.task_results if t.evaluable}
-
-
-# ---- the drill-down of the HTML report ------------------------------------------------------
-
-
-class TrialView(BaseModel):
-    """One trial as the HTML report's drill-down shows it."""
-
-    trial_id: str
-    run_id: str
-    agent_model: str
-    domain: str
-    task_id: str
-    trial_index: int
-    outcome: str
-    reward: float | None
-    termination_reason: str | None
-    error_class: str | None
-    error_side: str | None
-    error: str | None
-    cost: float
-    input_tokens: int
-    output_tokens: int
-    reward_info: dict[str, Any]
-    messages: list[Message]
-    temporal_url: str | None
-    jaeger_url: str | None
-
-
-def trial_views(store, run: RunReport, ui: str | None, namespace: str, jaeger: str) -> list[TrialView]:  # noqa: ANN001
-    """Every recorded trial of a run with its conversation and links. `ui` is the
-    Temporal UI's base URL when it is known without starting anything (None for an
-    imported run, which has no workflows)."""
-    from passhat.cli.render import trial_links
-
-    steps = store.run_steps(run.run_id)
-    views = []
-    for row in store.trials(run.run_id):
-        temporal_url, jaeger_url = trial_links(row, None if run.imported else ui, namespace, jaeger)
-        views.append(TrialView(
-            trial_id=row.trial_id, run_id=row.run_id, agent_model=row.agent_model,
-            domain=row.domain, task_id=row.task_id, trial_index=row.trial_index,
-            outcome=outcome_label(row.status, row.reward), reward=row.reward,
-            termination_reason=row.termination_reason, error_class=row.error_class,
-            error_side=row.error_side, error=row.error, cost=row.cost,
-            input_tokens=row.input_tokens, output_tokens=row.output_tokens,
-            reward_info=row.reward_info(),
-            messages=[m for s in steps.get(row.trial_id, []) for m in s.message_list()],
-            temporal_url=None if temporal_url == "-" else temporal_url,
-            jaeger_url=None if jaeger_url == "-" else jaeger_url,
-        ))
-    return views

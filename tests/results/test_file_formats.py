@@ -1,5 +1,6 @@
 """Conversions between passhat's trials and results files: tau2's Results schema and
-tau-bench v1's result lists (passhat.domains.tau2_results). No store, no Temporal."""
+tau-bench v1's result lists (passhat.results: reading, tau2_writer, tau2_reader,
+tau_bench). No store, no Temporal."""
 
 from __future__ import annotations
 
@@ -11,16 +12,9 @@ import pytest
 
 from passhat import metrics
 from passhat.contracts import AGENT_GREETING, Message, ToolCall
-from passhat.domains.tau2_results import (
-    ResultsFileError,
-    StepRecord,
-    TrialRecord,
-    read_results_file,
-    strip_secrets,
-    tau2_reward_info,
-    to_tau2_messages,
-    to_tau2_results,
-)
+from passhat.results.reading import read_results_file
+from passhat.results.records import ResultsFileError, StepRecord, TrialRecord
+from passhat.results.tau2_writer import tau2_reward_info, to_tau2_messages, to_tau2_results
 from tests.results_files import (
     TAU2_MOCK_RESULTS,
     V1_FILE_NAME,
@@ -40,21 +34,6 @@ def pass_hat_of(f) -> dict[str, float]:  # noqa: ANN001 - a ResultsFile
         outcomes.append(metrics.task_outcome(unit, rewards, f.trials))
     [summary] = metrics.summarize("r", outcomes).results
     return summary.pass_hat_k
-
-
-def test_strip_secrets_removes_keys_that_name_secrets_at_any_depth():
-    args = {
-        "api_key": "sk-1", "apiKey": "sk-2", "token": "t", "aws_secret_access_key": "s",
-        "vertex_credentials": "c", "extra_headers": {"Authorization": "Bearer x", "X-Trace": "1"},
-        "max_tokens": 100, "max_completion_tokens": 5, "temperature": 0.0,
-        "api_base": "http://h/v1", "keys": [{"password": "p", "seed": 1}],
-        "api_key_env": "PROVIDER_KEY",  # the name of a variable, not a key
-    }
-    assert strip_secrets(args) == {
-        "extra_headers": {"X-Trace": "1"}, "max_tokens": 100, "max_completion_tokens": 5,
-        "temperature": 0.0, "api_base": "http://h/v1", "keys": [{"seed": 1}],
-        "api_key_env": "PROVIDER_KEY",
-    }
 
 
 def test_reads_a_tau2_results_file_as_trials():

@@ -1,0 +1,67 @@
+"""Files the user hands passhat (task files, results files): each way reading or
+validating one can fail becomes one line that names the file and says what is wrong,
+never a traceback.
+
+The caller chooses the exception class, so each kind of file keeps the error its own
+callers already catch (TaskFileError, ResultsFileError).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+# What a directory given instead of a file is told, unless the caller knows better.
+IS_A_DIRECTORY = "is a directory, not a file"
+
+
+def read_bytes(
+    path: str | Path,
+    where: str,
+    *,
+    error: type[Exception] = ValueError,
+    on_directory: str = IS_A_DIRECTORY,
+) -> bytes:
+    """The file's bytes; `error` with one line for a file that cannot be read. `where`
+    names the file in that line (e.g. "task file tasks.json")."""
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise error(f"{where} does not exist") from None
+    except IsADirectoryError:
+        raise error(f"{where} {on_directory}") from None
+    except OSError as err:
+        raise error(f"cannot read {where}: {err.strerror or err}") from None
+
+
+def read_text(
+    path: str | Path,
+    where: str,
+    *,
+    error: type[Exception] = ValueError,
+    on_directory: str = IS_A_DIRECTORY,
+) -> str:
+    """The file as UTF-8 text; `error` with one line as read_bytes, or when it is not
+    UTF-8."""
+    data = read_bytes(path, where, error=error, on_directory=on_directory)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise error(f"{where} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+
+
+def first_problem(err: Any, whole: str = "(the file)") -> str:
+    """The first of pydantic's complaints as "field: message", with a count of the rest
+    (one fixed problem at a time is easier to act on than a wall of union branches).
+    `whole` names the field of a complaint about the whole value. Any other error is
+    its message on one line."""
+    errors = getattr(err, "errors", None)
+    if not callable(errors):
+        return " ".join(str(err).split())[:300]
+    problems = errors(include_url=False)
+    first = problems[0]
+    field = ".".join(str(part) for part in first["loc"]) or whole
+    message = f"{field}: {first['msg']}"
+    if len(problems) > 1:
+        message += f" (and {len(problems) - 1} more problem(s))"
+    return message

@@ -1,0 +1,155 @@
+"""`passhat export`: a run of the results store written as tau2 Results files (one per
+agent model and domain) or as passhat's JSON lines.
+
+Every mistake is a ResultsError (one line) raised before anything is written: every
+file is built and validated first, and only then moved into place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from passhat.contracts import TRIAL_SCORED, RunConfig
+from passhat.results.jsonl import jsonl_line
+from passhat.results.records import ResultsError, ResultsFileError, trial_record
+from passhat.results.tau2_writer import to_tau2_results
+from passhat.results.tau_bench import TAU_BENCH_PREFIX
+
+EXPORT_FORMATS = ("tau2", "jsonl")
+# A run in these states has all the trials it will ever have.
+_FINISHED = ("completed", "imported")
+
+
+@dataclass
+class Exported:
+    paths: list[Path]
+    trials: int  # trials written
+    left_out: int = 0  # trials a tau2 file cannot hold (not evaluable or unfinished)
+    partial: bool = False
+
+
+def export_run(store, run_id: str, fmt: str, out_dir: str, *, partial: bool = False) -> Exported:  # noqa: ANN001 - a Store
+    """Write run `run_id` to `out_dir` as tau2 Results files (one per agent model and
+    domain) or as one JSON-lines file (one trial per line)."""
+    if fmt not in EXPORT_FORMATS:
+        raise ResultsError(f"--format must be {' or '.join(EXPORT_FORMATS)}, not '{fmt}'")
+    run = store.get_run(run_id)
+    config = run.run_config()
+    progress = store.run_progress(run_id)
+    done, total = progress.done, progress.total
+    unfinished = run.status not in _FINISHED
+    if unfinished and not partial:
+        raise ResultsError(
+            f"run {run_id} is {run.status} ({done}/{total} trials finished), so an export "
+            f"would be incomplete; let it finish (`passhat resume {run_id}` for a stopped "
+            "run), or export the finished trials now with --partial (files named *.partial.*)"
+        )
+    partial = partial and unfinished
+    rows = store.trials(run_id)
+    steps = store.run_steps(run_id)
+    if fmt == "tau2":
+        files, written = _tau2_files(config, rows, steps, partial)
+    else:
+        files, written = _jsonl_files(config, rows, steps, partial)
+    paths = _write_all(Path(out_dir), files)
+    return Exported(paths=paths, trials=written, left_out=len(rows) - written, partial=partial)
+
+
+def _tau2_files(config: RunConfig, rows, steps, partial: bool) -> tuple[dict[str, str], int]:  # noqa: ANN001
+    for domain in config.domains:
+        if domain.startswith(TAU_BENCH_PREFIX):
+            raise ResultsError(
+                f"run {config.run_id} holds {domain} results from a tau-bench v1 file: "
+                "their tasks are tau-bench's, not tau2's, so they cannot be written in "
+                "tau2's schema; use --format jsonl"
+            )
+    files: dict[str, str] = {}
+    written = 0
+    for model in config.agent_models:
+        for domain in config.domains:
+            records = [
+                trial_record(r, steps.get(r.trial_id, []))
+                for r in rows
+                if r.agent_model == model and r.domain == domain and r.status == TRIAL_SCORED
+            ]
+            try:
+                text = to_tau2_results(
+                    domain=domain,
+                    agent_model=model,
+                    user_model=config.user_model,
+                    agent_args=config.agent_args_for(model),
+                    user_args=config.user_args,
+                    task_ids=config.task_ids.get(domain, []),
+                    trials=config.trials,
+                    seed=config.seed,
+                    max_steps=config.max_steps,
+                    max_errors=config.max_errors,
+                    records=records,
+                    git_commit=_passhat_version(),
+                )
+            except ResultsFileError as err:
+                raise ResultsError(f"cannot export run {config.run_id}: {err}") from None
+            files[_file_name(files, config.run_id, model, domain, partial, ".json")] = text
+            written += len(records)
+    return files, written
+
+
+def _jsonl_files(config: RunConfig, rows, steps, partial: bool) -> tuple[dict[str, str], int]:  # noqa: ANN001
+    lines = [json.dumps(jsonl_line(config.run_id, r, steps.get(r.trial_id, []))) for r in rows]
+    name = f"{_slug(config.run_id)}{'.partial' if partial else ''}.jsonl"
+    return {name: "".join(line + "\n" for line in lines)}, len(rows)
+
+
+def _file_name(taken: dict[str, str], run_id: str, model: str, domain: str, partial: bool, ext: str) -> str:
+    base, _, path = domain.partition("@")
+    label = f"{base}-{Path(path).stem}" if path else base
+    stem = f"{_slug(run_id)}__{_slug(model)}__{_slug(label)}"
+    suffix = (".partial" if partial else "") + ext
+    name, n = stem + suffix, 2
+    while name in taken:  # two models whose names differ only in characters slugged away
+        name, n = f"{stem}-{n}{suffix}", n + 1
+    return name
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "_"
+
+
+def _write_all(out_dir: Path, files: dict[str, str]) -> list[Path]:
+    """Write every file (each through a temporary file and a rename, so a reader never
+    sees half a file) only once all of them have been built."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ResultsError(f"cannot create output directory {out_dir}: {err.strerror or err}") from None
+    if not out_dir.is_dir():
+        raise ResultsError(f"output directory {out_dir} is not a directory")
+    umask = os.umask(0)
+    os.umask(umask)
+    paths = []
+    for name, text in files.items():
+        target = out_dir / name
+        try:
+            fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{name}.", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the file from others
+            os.replace(tmp, target)
+        except OSError as err:
+            raise ResultsError(f"cannot write {target}: {err.strerror or err}") from None
+        paths.append(target)
+    return paths
+
+
+def _passhat_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"passhat {version('passhat')}"
+    except PackageNotFoundError:
+        return "passhat"

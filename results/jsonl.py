@@ -1,0 +1,44 @@
+"""passhat's own JSON-lines format: one trial per line, with its conversation and score
+details (the schema is in the README). `passhat export --format jsonl` writes it, and
+`passhat show -o json` and `passhat trials -o json` print the same fields."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from passhat.results.records import aware
+
+
+def jsonl_line(run_id: str, row, steps) -> dict[str, Any]:  # noqa: ANN001 - a TrialRow, its StepRows
+    """One trial in the JSON-lines export."""
+    return {
+        "run_id": run_id,
+        "trial_id": row.trial_id,
+        "agent_model": row.agent_model,
+        "user_model": row.user_model,
+        "domain": row.domain,
+        "task_id": row.task_id,
+        "trial": row.trial_index,
+        "seed": row.seed,
+        "status": row.status,
+        "reward": row.reward,
+        "termination_reason": row.termination_reason,
+        "error_class": row.error_class,
+        "error_side": getattr(row, "error_side", None),
+        "error": row.error,
+        "cost": row.cost,
+        "tokens": {"input": row.input_tokens, "output": row.output_tokens},
+        "started_at": _iso(row.started_at),
+        "finished_at": _iso(row.finished_at),
+        "reward_info": row.reward_info(),
+        "messages": [
+            {"step": step.step, **message.model_dump(mode="json")}
+            for step in steps
+            for message in step.message_list()
+        ],
+    }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else aware(value).isoformat()
