@@ -312,7 +312,7 @@ def test_reusing_a_run_id_with_another_configuration_is_refused(temporal_server,
             "(trials: 1 in the run, 2 now); resume it with the same settings, or use a new --run-id",
         )
         # The same configuration with a budget: a run takes a new budget through resume.
-        budget = passhat(*RUN, "--task", "5", "--trials", "1", "--run-id", "reused", "--max-cost", "1")
+        budget = passhat(*RUN, "--task", "5", "--trials", "1", "--run-id", "reused", "--max-cost", "1", env=env)
         assert_clean_refusal(
             Outcome(budget, 0.0, home, {}),
             "run reused exists with no budget; `passhat resume reused --max-cost USD` continues it with another",
