@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -45,15 +46,36 @@ def free_port() -> int:
 
 
 def free_ports(n: int) -> list[int]:
-    """n distinct free ports: all bound at once so the OS cannot hand out one twice."""
-    socks = [socket.socket() for _ in range(n)]
+    """n distinct ports nothing listens on right now, all bound at once so none is handed
+    out twice. Drawn below the kernel's ephemeral range: a port the OS picks (bind to 0)
+    comes from that range, where every outgoing connection and the Temporal dev server's
+    own internal listeners also take theirs, so it can be gone again before a server binds
+    it (CI saw "bind: address already in use" that way)."""
+    low, high = _PORTS_BELOW_EPHEMERAL
+    socks: list[socket.socket] = []
     try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
+        while len(socks) < n:
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", random.randint(low, high)))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
             s.close()
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+_PORTS_BELOW_EPHEMERAL = (20000, max(_ephemeral_start() - 1, 20999))
 
 
 class Timeout(AssertionError):

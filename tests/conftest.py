@@ -8,6 +8,7 @@ import uuid
 import psycopg
 import pytest
 from sqlalchemy.engine import make_url
+from temporalio.service import RPCError
 
 from passhat.infra.store import Store
 from passhat.infra.temporal_server import connect
@@ -69,3 +70,23 @@ def sqlite_store(tmp_path):
     s = Store(f"sqlite:///{tmp_path / 'results.db'}")
     yield s
     s.close()
+
+
+@pytest.fixture(autouse=True)
+async def no_run_outlives_its_test(request):
+    """Terminate whatever a test left running on the session's Temporal server. The
+    server and its `passhat` task queue are shared by every test, each with its own store:
+    a run left behind (a Ctrl-C test's slow run, say) would otherwise be picked up by the
+    next test's worker and written into that test's store."""
+    yield
+    if "temporal_server" not in request.fixturenames:
+        return
+    server = request.getfixturevalue("temporal_server")
+    client = await connect(server.address)
+    async for execution in client.list_workflows('ExecutionStatus="Running"'):
+        try:
+            await client.get_workflow_handle(execution.id, run_id=execution.run_id).terminate(
+                reason="the test that started it has ended"
+            )
+        except RPCError:
+            pass  # it ended on its own meanwhile

@@ -30,15 +30,25 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from passhat.infra import search_attributes
-from passhat.infra.temporal_server import EmbeddedServer, find_temporal_binary
+from passhat.infra.temporal_server import EmbeddedServer, TemporalServerError, find_temporal_binary
 from passhat.testing.harness import free_port, free_ports
 
 
 async def _started(home: Path) -> EmbeddedServer:
-    port, ui_port = free_ports(2)
-    server = EmbeddedServer(home, port=port, ui_port=ui_port)
-    await server.start()
-    return server
+    # Ports free when drawn can be taken before the server binds them (another test's
+    # server or connection); that is the machine's race, not the code under test, so draw
+    # again rather than fail the test.
+    for attempt in range(3):
+        port, ui_port = free_ports(2)
+        server = EmbeddedServer(home, port=port, ui_port=ui_port)
+        try:
+            await server.start()
+            return server
+        except TemporalServerError as e:
+            server.stop()
+            if "already in use" not in str(e) or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
 
 
 @pytest.fixture(scope="session")
