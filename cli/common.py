@@ -23,6 +23,12 @@ err_console = Console(stderr=True, soft_wrap=True)
 out_console = Console(width=None if sys.stdout.isatty() else 200)
 
 
+# Exit codes (docs/cli.md): 0 done; 1 some trials not evaluable or the budget stopped
+# the run; 2 bad input; 3 the run ended without completing (cancelled, terminated,
+# failed); 130 interrupted.
+RUN_ENDED_EXIT = 3
+
+
 def fail(message: str, code: int = 2) -> None:
     # escape: messages quote user input and file paths, which may contain [brackets].
     err_console.print(f"[bold red]error:[/] {escape(message)}")
@@ -45,9 +51,12 @@ def one_line_errors(command: Callable) -> Callable:
         except TemporalServerError as err:
             fail(str(err))  # multi-line on purpose: it ends with the server's log excerpt
         except (UserInputError, ResultsError, BudgetChangeRefused, ConfigMismatchError, StoreError,
-                TemporalUnreachable, RunEnded) as err:
+                TemporalUnreachable) as err:
             # One line: database drivers (psycopg) wrap and indent their messages.
             fail(" ".join(str(err).split()))
+        except RunEnded as err:
+            # Not bad input: the run was cancelled (from another shell) or terminated.
+            fail(str(err), RUN_ENDED_EXIT)
         except KeyboardInterrupt:
             fail("interrupted: the run goes on in Temporal; `passhat status RUN` shows it", 130)
 

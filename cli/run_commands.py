@@ -96,7 +96,9 @@ async def _cancel(store, run_id: str) -> str:  # noqa: ANN001 - a Store
     from passhat.workflows.client import cancel_run
     from passhat.infra.temporal_server import connect
 
-    return await cancel_run(await connect(), store, run_id)
+    # The line before the wait says what is going on while the conversations stop.
+    return await cancel_run(await connect(), store, run_id,
+                            say=lambda line: out_console.print(f"run {run_id}: {line}"))
 
 
 def _refuse_imported(row, action: str) -> None:  # noqa: ANN001 - a RunRow

@@ -22,6 +22,7 @@ from passhat.contracts import (
     RUN_RUNNING,
     TASK_QUEUE,
     TRIAL_NOT_EVALUABLE,
+    TRIAL_RUNNING,
     RunConfig,
     RunSummary,
 )
@@ -182,25 +183,49 @@ async def follow(
         ) from err
 
 
-async def cancel_run(client: Client, store, run_id: str, wait_s: float = 60.0) -> str:  # noqa: ANN001
-    """Ask the run to stop and wait until it has: every model call in flight cancelled,
-    every trial recorded as cancelled (keeping its steps; resume continues it). Without
-    a worker to act on the request, the workflows are terminated."""
+async def cancel_run(
+    client: Client,
+    store,  # noqa: ANN001
+    run_id: str,
+    wait_s: float = 60.0,
+    say: Callable[[str], None] = lambda line: None,
+) -> str:
+    """Stop the run and return once it has stopped: no model call starts after the
+    request, the calls in flight are closed, and every unfinished trial is recorded as
+    cancelled (keeping its steps; resume continues it). say(line) tells, before the wait,
+    what is being done. Without a worker to act on the request, the workflows are
+    terminated at once and the store marks their trials cancelled."""
     handle = client.get_workflow_handle(run_id)
-    status = (await handle.describe()).status
+    desc = await handle.describe()
+    status = desc.status
     if status != WorkflowExecutionStatus.RUNNING:
         return f"not running (its workflow is {status.name.lower() if status else 'unknown'})"
-    await handle.cancel()
-    try:
-        await asyncio.wait_for(handle.result(), wait_s)
-        how = "finished before the cancel request arrived"
-    except WorkflowFailureError:
-        how = "cancelled"
-    except TimeoutError:
-        await handle.terminate(reason="passhat cancel: no worker acted on the cancel request")
+    if not await has_live_worker(client, desc.task_queue):
+        say("no worker is running: terminating its workflows")
+        await _terminate(handle, "no worker was running")
         how = "terminated (no worker was running)"
+    else:
+        say("stopping its conversations (model calls in flight are closed) ...")
+        await handle.cancel()
+        try:
+            await asyncio.wait_for(handle.result(), wait_s)
+            return "finished before the cancel request arrived"
+        except WorkflowFailureError:
+            how = "cancelled"
+        except TimeoutError:
+            await _terminate(handle, "no worker acted on the cancel request")
+            how = f"terminated (no worker acted on the request within {wait_s:g} s)"
+    # A terminated trial workflow could not record itself; a cancelled one has.
+    for trial in store.trials(run_id, status=TRIAL_RUNNING):
+        store.mark_cancelled(trial.trial_id)
     store.set_run_status(run_id, RUN_CANCELLED)
     return how
+
+
+async def _terminate(handle: WorkflowHandle, why: str) -> None:
+    """Terminate the run's workflow; the server terminates its task and trial workflows
+    (their parent close policy)."""
+    await handle.terminate(reason=f"passhat cancel: {why}")
 
 
 async def _workflow_exists(client: Client, workflow_id: str) -> bool:

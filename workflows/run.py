@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from passhat.activities.results import ResultActivities
     from passhat.contracts import RunConfig, RunSummary, TaskUnit
     from passhat.workflows.activity_options import bookkeeping
+    from passhat.workflows.cancellation import stop_if_cancelled
     from passhat.workflows.task import TaskWorkflow
 
 BATCH = 250  # task workflows per execution: ~8 history events each, far below the limits
@@ -56,6 +57,9 @@ class RunWorkflow:
         waiting = list(batch)
         try:
             while waiting:
+                # A cancel that arrived during the budget check (an activity that then
+                # completed) starts no more tasks.
+                stop_if_cancelled()
                 # The first task in order whose capped providers have room: other
                 # providers' tasks go ahead of a capped one that must wait.
                 unit = next((u for u in waiting if slots.fit(u)), None)

@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from passhat.contracts import StepRef, StepResult, TrialOutcome, TrialSpec
     from passhat.infra import search_attributes as sa
     from passhat.workflows.activity_options import bookkeeping, model_call
+    from passhat.workflows.cancellation import stop_if_cancelled
 
 # Opening, tool steps and scoring run as local activities: in the worker that runs the
 # workflow, recorded as one marker each. They touch only the store and the domain, and a
@@ -118,6 +119,9 @@ class TrialWorkflow:
                 turns.apply(result)
             step = len(recorded)
             while turns.termination_reason is None:
+                # A cancel that arrived while the previous step ran, and did not stop it,
+                # stops the conversation here: no model call starts after it.
+                stop_if_cancelled()
                 turns.apply(await self._step(spec, turns.to_role, step, turns.pending_tools))
                 step += 1
             return await self._store_step(

@@ -9,6 +9,7 @@ import gc
 import hashlib
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio.client import Client
@@ -71,6 +72,14 @@ class WorkerGroup:
         await asyncio.gather(*(w.run() for w in self.workers))
 
 
+# A cancel request reaches an activity only in the answer to one of its heartbeats. The
+# SDK holds a heartbeat back for up to 0.8 of the heartbeat timeout after the previous
+# one (8 s by default); a model call heartbeats every third of the timeout, and each of
+# those goes out when the hold is shorter than that, so a cancel closes a slow call
+# within seconds. Calls that answer sooner send no heartbeat at all (Heartbeat).
+HEARTBEAT_THROTTLE = timedelta(seconds=1)
+
+
 def build_worker(
     client: Client,
     store: Store,
@@ -122,6 +131,7 @@ def build_worker(
         # under the sandbox (tests/durability/test_replay.py), which is where a
         # nondeterministic call would be caught.
         workflow_runner=UnsandboxedWorkflowRunner(),
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
     )]
     for provider, limit in sorted((provider_limits or {}).items()):
         if limit.per_minute is None:
@@ -135,6 +145,7 @@ def build_worker(
             # Sent with every poll; the server holds the queue to it whichever worker
             # polls, so the cap is the run's, not this process's.
             max_task_queue_activities_per_second=limit.per_minute / 60,
+            max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         ))
     return WorkerGroup(workers)
 
