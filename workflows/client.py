@@ -9,7 +9,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.enums.v1 import PendingWorkflowTaskState, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
@@ -207,19 +207,52 @@ async def cancel_run(
     else:
         say("stopping its conversations (model calls in flight are closed) ...")
         await handle.cancel()
+        result = asyncio.ensure_future(handle.result())
         try:
-            await asyncio.wait_for(handle.result(), wait_s)
-            return "finished before the cancel request arrived"
+            idle = await _until_done_or_unattended(handle, result, wait_s)
+            if idle is None:
+                result.result()
+                return "finished before the cancel request arrived"
+            await _terminate(handle, "no worker acted on the cancel request")
+            how = f"terminated (no worker took the request up within {idle:.0f} s)"
         except WorkflowFailureError:
             how = "cancelled"
-        except TimeoutError:
-            await _terminate(handle, "no worker acted on the cancel request")
-            how = f"terminated (no worker acted on the request within {wait_s:g} s)"
+        finally:
+            result.cancel()
     # A terminated trial workflow could not record itself; a cancelled one has.
     for trial in store.trials(run_id, status=TRIAL_RUNNING):
         store.mark_cancelled(trial.trial_id)
     store.set_run_status(run_id, RUN_CANCELLED)
     return how
+
+
+# A live worker takes up a workflow task within a moment (on a busy machine, a few
+# seconds). One left waiting this long means the worker that polled lately has gone (a
+# killed worker is listed among the task queue's pollers for minutes).
+UNATTENDED_S = 15.0
+
+
+async def _until_done_or_unattended(handle: WorkflowHandle, result: asyncio.Future, wait_s: float,
+                                    poll_s: float = 1.0) -> float | None:
+    """Wait for the run's workflow to close: None once it has (the result is in
+    `result`), or the seconds waited when no worker acts on it (one workflow task waits
+    longer than UNATTENDED_S to be taken up, or it is still running after wait_s). Timed
+    on this machine's clock: the server's may differ."""
+    start = time.monotonic()
+    waiting: tuple[Any, float] | None = None  # (the task waiting, seen since)
+    while not result.done():
+        now = time.monotonic()
+        if now - start >= wait_s:
+            return now - start
+        task = (await handle.describe()).raw_description.pending_workflow_task
+        if task.state != PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED:
+            waiting = None
+        elif waiting is None or waiting[0] != task.original_scheduled_time:
+            waiting = (task.original_scheduled_time, now)
+        elif now - waiting[1] > UNATTENDED_S:
+            return now - start
+        await asyncio.wait({result}, timeout=poll_s)
+    return None
 
 
 async def _terminate(handle: WorkflowHandle, why: str) -> None:

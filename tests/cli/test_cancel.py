@@ -107,3 +107,53 @@ async def test_cancel_stops_running_conversations_and_resume_continues_them(env)
         model_steps = sum(1 for t in store.trials(run_id) for s in store.steps(t.trial_id)
                           if s.role in ("assistant", "user") and s.step > 0)
         assert model_steps <= srv.received <= model_steps + TRIALS
+
+
+async def test_cancel_without_a_worker_says_so_and_marks_trials_cancelled(fresh_temporal_server, tmp_path):
+    """The worker that ran the conversations was killed (it is still listed among the
+    queue's pollers): cancel says at once what it does, terminates the workflows once no
+    worker takes the request up, and the trials the worker left running are recorded as
+    cancelled, their steps kept."""
+    from temporalio.client import Client, WorkflowExecutionStatus
+
+    from passhat.testing.harness import Passhat, stopping_workers
+
+    run_id = f"orphan-{uuid.uuid4().hex[:8]}"
+    model = EndlessModel(latency=0.5)
+    with FaultServer(responder=model) as srv:
+        for ph in stopping_workers(Passhat(home=tmp_path / "home", temporal_address=fresh_temporal_server.address)):
+            env = {**ph.env(), TEST_KEY_ENV: "loopback-test-key"}
+            worker = ph.start_worker()
+            await worker.ready()
+            started = passhat(*_run_args(srv, run_id)[:-2], "--detach", env=env, timeout=120)
+            assert started.returncode == 0, started.stderr
+            await until(lambda: srv.received >= 4, "four model calls", timeout=300)
+            worker.kill()
+            cancel = subprocess.Popen([str(PASSHAT), "cancel", run_id], env=env, stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                first = await asyncio.to_thread(cancel.stdout.readline)
+                assert first.startswith(f"run {run_id}: "), first
+                assert cancel.poll() is None  # said before it waits
+                rest, err = await asyncio.to_thread(cancel.communicate, timeout=300)
+            finally:
+                if cancel.poll() is None:
+                    cancel.kill()
+                    cancel.wait(30)
+            assert cancel.returncode == 0, err
+            assert rest.startswith(f"run {run_id}: terminated (no worker"), rest
+
+            store = Store(ph.db_url)
+            assert store.get_run(run_id).status == "cancelled"
+            trials = store.trials(run_id)
+            assert [t.status for t in trials] == ["cancelled"] * TRIALS
+            assert all(store.steps(t.trial_id) for t in trials)
+            client = await Client.connect(fresh_temporal_server.address)
+
+            async def all_closed() -> bool:
+                for wf in [run_id, *(t.trial_id for t in trials)]:
+                    if (await client.get_workflow_handle(wf).describe()).status == WorkflowExecutionStatus.RUNNING:
+                        return False
+                return True
+
+            await until(all_closed, "the run's workflows terminated", timeout=60)
