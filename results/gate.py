@@ -44,7 +44,7 @@ DEFAULT_CONFIDENCE = 0.95
 MIN_COVERAGE = 0.9
 
 # A task whose evaluable trials all agree over this many (and one round) gets no more.
-SETTLE_TRIALS = 4
+SETTLE_TRIALS = 8
 
 Outcomes = Sequence["bool | None"]  # a task's trials in the order they ran; None: not evaluable
 

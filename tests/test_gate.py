@@ -86,8 +86,8 @@ def test_overall_verdict():
 def test_rounds_skip_settled_tasks_and_respect_the_cap():
     criteria = [gate.absolute(1, 0.5)]
     assert gate.round_trials(criteria) == 2
-    data = {"settled": [True] * 4, "open": [True, False, True, True], "new": [], "capped": [True, False] * 3}
-    assert gate.open_tasks(criteria, data, max_trials=6) == ["new", "open"]
+    data = {"settled": [True] * 8, "open": [True, False, True, True], "new": [], "capped": [True, False] * 5}
+    assert gate.open_tasks(criteria, data, max_trials=10) == ["new", "open"]
 
 
 def test_false_pass_rate_at_the_margin_is_within_alpha():
