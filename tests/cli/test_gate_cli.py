@@ -107,7 +107,7 @@ def test_a_killed_gate_resumes_without_running_a_round_again(env, tmp_path):
     first = {(t.trial_id, t.attempts, t.finished_at) for t in store.trials("g-kill-r0")}
     assert len(first) == 2 * len(TASKS)
     again = passhat(*args[1:], env=env, timeout=600)
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == 3, again.stderr  # 4 tasks cannot show pass^1 >= 0.9 in 8 trials
     assert "round 0" not in again.stderr and "round 1 (g-kill-r1)" in again.stderr
     assert {(t.trial_id, t.attempts, t.finished_at) for t in store.trials("g-kill-r0")} == first
     rounds = [r for r in ("g-kill-r0", "g-kill-r1", "g-kill-r2", "g-kill-r3") if store.get_run(r)]
