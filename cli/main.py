@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from passhat.cli import admin_commands, result_commands, run_commands
+from passhat.cli import admin_commands, gate_commands, result_commands, run_commands
 from passhat.cli.common import OneLineUsageErrors
 
 STARTUP_GC_THRESHOLD = 50_000  # new container objects between two young collections
@@ -28,6 +28,7 @@ app.command()(run_commands.run)
 app.command()(run_commands.demo)
 app.command()(run_commands.resume)
 app.command()(run_commands.cancel)
+app.command()(gate_commands.gate)
 app.command()(result_commands.runs)
 app.command()(result_commands.status)
 app.command()(result_commands.report)
@@ -42,7 +43,7 @@ app.add_typer(admin_commands.server_app, name="server")
 app.add_typer(admin_commands.search_attributes_app, name="search-attributes")
 
 # Commands that load tau2, whose loguru messages are routed to the log file first.
-_LOADS_TAU2 = {"run", "demo", "resume", "worker", "tasks", "export", "import"}
+_LOADS_TAU2 = {"run", "gate", "demo", "resume", "worker", "tasks", "export", "import"}
 
 
 @app.callback()

@@ -28,6 +28,10 @@ from passhat.cli.run_options import RunOptions, UserInputError, declared_options
 from passhat.contracts import RUN_ID_PATTERN, RUN_ID_RULE, provider_of
 
 MODEL_KEYS = ("model", "args")  # of each [[agents]] table and of [user]
+# `passhat gate`'s criteria and budget: the keys are its flags' names.
+GATE_TABLE = "gate"
+GATE_KEYS = {"require": list, "baseline": str, "max_drop": float, "regression_metric": str,
+             "confidence": float, "max_trials": int}
 
 
 @dataclass
@@ -47,6 +51,8 @@ def load(path: str) -> Sweep:
     keys = file_keys()
     values: dict[str, Any] = {}
     for key, value in data.items():
+        if key == GATE_TABLE:
+            continue  # `passhat gate`'s criteria: read by gate_table
         if key not in keys:
             check.fail(key, f"unknown key; known keys: {', '.join(sorted(keys))}")
         values.update(check.value(key, keys[key], value))
@@ -54,6 +60,26 @@ def load(path: str) -> Sweep:
         check_model(model, f"{path}: {where}")
     check.domains_and_tasks(values, base=Path(path).expanduser().absolute().parent)
     return Sweep(path, values)
+
+
+def gate_table(path: str) -> dict[str, Any]:
+    """The file's [gate] table, its keys checked by name and type (values are checked
+    as the flags are)."""
+    table = _parse(path).get(GATE_TABLE, {})
+    check = _Checker(path)
+    if not isinstance(table, dict):
+        check.fail(GATE_TABLE, f"must be a table, got {_kind(table)}")
+    for key, value in table.items():
+        want = GATE_KEYS.get(key)
+        if want is None:
+            check.fail(f"{GATE_TABLE}.{key}", f"unknown key; known keys: {', '.join(sorted(GATE_KEYS))}")
+        ok = isinstance(value, want) and not isinstance(value, bool) or (want is float and isinstance(value, int)
+                                                                        and not isinstance(value, bool))
+        if want is list:
+            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        if not ok:
+            check.fail(f"{GATE_TABLE}.{key}", f"must be {dict(zip((list, str, float, int), ('a list of strings', 'a string', 'a number', 'an integer')))[want]}, got {_kind(value)}")
+    return dict(table)
 
 
 def merge(sweep: Sweep | None, from_flags: RunOptions, given: set[str]) -> RunOptions:

@@ -1,0 +1,200 @@
+"""`passhat gate`: run a suite in rounds until every criterion on pass^k is decided at its
+confidence, or the budget is spent, and exit 0 (PASS), 1 (FAIL) or 3 (INCONCLUSIVE).
+
+Each round is a run of its own in the results store, `GATE-r0`, `GATE-r1`, ...: round r
+runs the tasks passhat.results.gate.open_tasks picks from the rounds before it, with the
+seed shifted by r so its trials are new draws. Which tasks a round runs follows only from
+the rounds recorded before it, so a gate started again with the same --run-id rebuilds
+the same rounds: a finished round is read back, an interrupted one is resumed (its scored
+trials kept), and nothing finished runs twice."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from passhat.cli.common import check_output, err_console, one_line_errors, open_store, out_console
+from passhat.cli.preview import CONFIRM_ABOVE
+from passhat.cli.run_options import RunOptions, UserInputError, given_on_command_line, with_run_options
+
+DEFAULT_MAX_TRIALS = 16  # per task
+
+
+@one_line_errors
+@with_run_options(after={"config": "user_model", "yes": "max_cost", "workers": "model_timeout",
+                         "output": "max_concurrent"})
+def gate(
+    ctx: typer.Context,
+    options: RunOptions,
+    config: Optional[str] = typer.Option(None, "--config", help="A sweep config (TOML), as `passhat run --config` takes; its [gate] table may set require, baseline, max_drop, regression_metric, confidence and max_trials. Options given on the command line override it."),
+    require: list[str] = typer.Option([], "--require", help="An absolute criterion, 'pass^K >= X' (repeat for several)."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", metavar="RUN", help="A recorded run (or gate) to compare with, task by task, with --max-drop."),
+    max_drop: Optional[float] = typer.Option(None, "--max-drop", metavar="D", help="Regression criterion: the metric may be at most D below --baseline's."),
+    regression_metric: Optional[str] = typer.Option(None, "--regression-metric", metavar="pass^K", help="The metric of the regression criterion; default pass^1."),
+    confidence: Optional[float] = typer.Option(None, "--confidence", help="Confidence of every criterion's verdict; default 0.95."),
+    max_trials: Optional[int] = typer.Option(None, "--max-trials", metavar="N", help=f"Budget: most trials any one task gets; default {DEFAULT_MAX_TRIALS}."),
+    junit: Optional[str] = typer.Option(None, "--junit", metavar="FILE", help="Write JUnit XML: one test case per task per criterion."),
+    summary: Optional[str] = typer.Option(None, "--summary", metavar="FILE", help="Write the markdown summary (it is also appended to $GITHUB_STEP_SUMMARY when that is set)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help=f"Start without asking (a round of more than {CONFIRM_ABOVE} conversations asks on a terminal)."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Worker processes for each round; default: the machine's cores."),
+    output: str = typer.Option("table", "--output", "-o", help="table (the markdown summary) or json (one JSON object with the same content)."),
+) -> None:
+    """Decide whether an agent meets pass^k criteria, spending trials in rounds only
+    until the verdict is known. Exit 0 PASS, 1 FAIL, 3 INCONCLUSIVE, 2 usage error."""
+    from passhat.cli import sweep_config
+    from passhat.cli.run_config import build_config
+    from passhat.results import gate as decide
+
+    check_output(output)
+    if workers is not None and workers < 1:
+        raise UserInputError(f"--workers must be at least 1, got {workers}")
+    table = sweep_config.gate_table(config) if config else {}
+    given = {"require": require or None, "baseline": baseline, "max_drop": max_drop,
+             "regression_metric": regression_metric, "confidence": confidence, "max_trials": max_trials}
+    settings = {key: value if value is not None else table.get(key) for key, value in given.items()}
+    options = sweep_config.merge(sweep_config.load(config) if config else None, options, given_on_command_line(ctx))
+    sweep_config.check_required(options, f" — see `{ctx.command_path} --help`")
+    try:
+        criteria = _criteria(settings, decide)
+    except decide.GateError as err:
+        raise UserInputError(str(err))
+    cap = settings["max_trials"] if settings["max_trials"] is not None else DEFAULT_MAX_TRIALS
+    if cap < decide.round_trials(criteria):
+        raise UserInputError(f"--max-trials must be at least {decide.round_trials(criteria)} "
+                             f"(one round of the largest k), got {cap}")
+    if "trials" in given_on_command_line(ctx):
+        raise UserInputError("passhat gate chooses the trials per task round by round; "
+                             "bound them with --max-trials N")
+    if len(options.agent_models) != 1:
+        raise UserInputError("passhat gate decides for one --agent-model at a time")
+    base = build_config(options)
+    store = open_store()
+    reference = _baseline_outcomes(store, settings["baseline"]) if settings["baseline"] else None
+    record = _run_rounds(store, base, criteria, reference, cap, workers=workers, yes=yes, output=output)
+    _emit(record, output, junit=junit, summary=summary)
+    raise typer.Exit(decide.EXIT_CODES[record["verdict"]])
+
+
+def _criteria(settings: dict[str, Any], decide) -> list:  # noqa: ANN001 - the gate module
+    conf = settings["confidence"] if settings["confidence"] is not None else decide.DEFAULT_CONFIDENCE
+    criteria = [decide.parse_requirement(text, conf) for text in settings["require"] or []]
+    if (settings["baseline"] is None) != (settings["max_drop"] is None):
+        raise decide.GateError("--baseline and --max-drop go together: the regression criterion needs both")
+    if settings["baseline"] is not None:
+        criteria.append(decide.regression(decide.parse_metric(settings["regression_metric"] or "pass^1"),
+                                          settings["max_drop"], conf))
+    elif settings["regression_metric"] is not None:
+        raise decide.GateError("--regression-metric needs --baseline RUN --max-drop D")
+    if not criteria:
+        raise decide.GateError("give a criterion: --require 'pass^K >= X', or --baseline RUN --max-drop D "
+                               "(or a [gate] table in --config)")
+    return criteria
+
+
+def _round_id(gate_id: str, r: int) -> str:
+    return f"{gate_id}-r{r}"
+
+
+def _outcomes(store, run_ids: list[str]) -> dict[str, list]:  # noqa: ANN001 - a Store
+    """domain/task -> outcomes (True, False, or None when not evaluable) in the order
+    they ran: round by round, trial index within a round."""
+    from passhat.contracts import TRIAL_SCORED, is_success
+
+    out: dict[str, list] = {}
+    for run_id in run_ids:
+        for row in sorted(store.trials(run_id), key=lambda t: (t.domain, t.task_id, t.trial_index)):
+            scored = row.status == TRIAL_SCORED and row.reward is not None
+            out.setdefault(f"{row.domain}/{row.task_id}", []).append(is_success(row.reward) if scored else None)
+    return out
+
+
+def _baseline_outcomes(store, run_id: str) -> dict[str, list]:  # noqa: ANN001
+    """A run's outcomes, or a gate's (all its rounds)."""
+    if store.get_run(run_id) is not None:
+        runs = [run_id]
+    else:
+        runs = []
+        while store.get_run(_round_id(run_id, len(runs))) is not None:
+            runs.append(_round_id(run_id, len(runs)))
+        if not runs:
+            raise UserInputError(f"--baseline: no run or gate '{run_id}' in the results store "
+                                 f"({store.safe_url}); `passhat runs` lists them")
+    models = {t.agent_model for r in runs for t in store.trials(r)}
+    if len(models) > 1:
+        raise UserInputError(f"--baseline {run_id} has several agent models ({', '.join(sorted(models))}); "
+                             "give a run of one")
+    return _outcomes(store, runs)
+
+
+def _run_rounds(store, base, criteria, reference, cap: int, *, workers, yes: bool, output: str) -> dict:  # noqa: ANN001
+    """Rounds until every criterion is decided or the budget is spent; the gate's record."""
+    from passhat.cli.execute import execute_here
+    from passhat.contracts import RUN_BUDGET_EXHAUSTED, RUN_COMPLETED, TRIAL_NOT_EVALUABLE
+    from passhat.results import gate as decide
+    from passhat.results.gate_outputs import gate_record
+
+    keys = [f"{d}/{t}" for d in base.domains for t in base.task_ids[d]]
+    size = decide.round_trials(criteria)
+    rounds: list[str] = []
+    stopped = None
+    while True:
+        data = {key: [] for key in keys} | _outcomes(store, rounds)
+        results = [decide.evaluate(c, data, reference, interval=False) for c in criteria]
+        if all(r.decided for r in results):
+            break
+        spent = sum(store.run_cost(r) for r in rounds)
+        if base.max_cost is not None and spent >= base.max_cost:
+            stopped = f"the budget of {base.max_cost:g} USD is spent"
+            break
+        chosen = decide.open_tasks(criteria, data, cap)
+        if not chosen:
+            stopped = f"every task has its {cap} trials (--max-trials) or has settled"
+            break
+        run_id = _round_id(base.run_id, len(rounds))
+        per_domain = {d: [t for t in base.task_ids[d] if f"{d}/{t}" in chosen] for d in base.domains}
+        config = base.model_copy(update={
+            "run_id": run_id, "trials": size, "seed": base.seed + len(rounds),
+            "domains": [d for d in base.domains if per_domain[d]],
+            "task_ids": {d: ids for d, ids in per_domain.items() if ids},
+            "expected_calls": {d: c for d, c in base.expected_calls.items() if per_domain.get(d)},
+            "max_cost": None if base.max_cost is None else base.max_cost - spent,
+        })
+        row = store.get_run(run_id)
+        if row is None or row.status != RUN_COMPLETED:
+            err_console.print(f"gate {base.run_id}: round {len(rounds)} ({run_id}): {len(chosen)} task(s) "
+                              f"x {size} trials", highlight=False)
+            execute_here(config, detach=False, output="json" if output == "json" else "table",
+                         workers=workers, resume=row is not None, preview=row is None, yes=yes)
+            if store.trials(run_id, status=TRIAL_NOT_EVALUABLE):  # retried once, then left out
+                execute_here(config, detach=False, output="json", workers=workers, resume=True)
+        rounds.append(run_id)
+        if store.get_run(run_id).status == RUN_BUDGET_EXHAUSTED:
+            stopped = "the budget (--max-cost) ran out during the round"
+            break
+    data = {key: [] for key in keys} | _outcomes(store, rounds)
+    results = [decide.evaluate(c, data, reference) for c in criteria]
+    return gate_record(base.run_id, results, rounds=rounds, stopped=stopped, tasks=len(keys),
+                       conversations=sum(len(v) for v in data.values()),
+                       cost_usd=sum(store.run_cost(r) for r in rounds))
+
+
+def _emit(record: dict, output: str, *, junit: str | None, summary: str | None) -> None:
+    from passhat.results.gate_outputs import junit as junit_xml
+    from passhat.results.gate_outputs import markdown
+
+    text = markdown(record)
+    if output == "json":
+        print(json.dumps(record))
+    else:
+        out_console.print(text, markup=False, highlight=False)
+    for path, body in ((summary, text), (junit, junit_xml(record) if junit else None)):
+        if path:
+            Path(path).write_text(body)
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        with open(step_summary, "a") as f:
+            f.write(text)

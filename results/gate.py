@@ -1,0 +1,375 @@
+"""The release gate's decision: does a run meet its criteria on pass^k, at a stated
+confidence, looking again after every round of trials?
+
+The estimand. A suite's tasks are fixed, so the only uncertainty is each task's trial
+noise: a criterion is about theta = mean over the tasks of p_t^k, where p_t is task t's
+true success probability. (The bootstrap over tasks in passhat.metrics answers another
+question: what a suite of other tasks drawn alike would score.)
+
+The method: an anytime-valid test by betting (Waudby-Smith & Ramdas, "Estimating means
+of bounded random variables by betting", JRSS B 2024; Ramdas et al., "Game-theoretic
+statistics and safe anytime-valid inference", Statistical Science 2023). A task's
+trials are cut, in the order they ran, into blocks of k; a block is 1 when all k
+succeeded, so its mean is q_t = p_t^k. For a hypothesised vector q, the wealth
+    M(q) = mixture over tilts eta of prod_{t,b} exp(eta * Y_tb) / (1 - q_t + q_t * e^eta)
+has mean 1 under q whatever the rounds and whichever tasks each round runs, as long as
+those choices look only at the past: it is a test martingale, and by Ville's
+inequality P(M(q_true) ever reaches 1/alpha) <= alpha. A criterion's null (say
+"mean q <= X") is rejected once M(q) >= 1/alpha for every q in it. log M is convex in q,
+so that minimum is exact through the Lagrangian dual (see `evidence`). The confidence
+interval is the set of X whose nulls are not rejected: a confidence sequence, valid at
+every look at once.
+
+A criterion PASSes when its "violated" null is rejected at alpha = 1 - confidence, FAILs
+when its "holds" null is rejected at alpha, and is otherwise undecided. The point
+estimate of p_t^k is tau2's unbiased C(c, k) / C(n, k) (passhat.metrics.pass_hat).
+Not-evaluable trials are left out: a block holding one is not used.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Literal, Sequence
+
+import numpy as np
+
+from passhat.metrics import pass_hat
+
+PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
+EXIT_CODES = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
+DEFAULT_CONFIDENCE = 0.95
+# Below this share of evaluable trials a verdict is not given: INCONCLUSIVE.
+MIN_COVERAGE = 0.9
+
+# A task whose evaluable trials all agree over this many (and one round) gets no more.
+SETTLE_TRIALS = 8
+
+Outcomes = Sequence["bool | None"]  # a task's trials in the order they ran; None: not evaluable
+
+
+class GateError(ValueError):
+    """A criterion that cannot be read or checked; the message says how to write it."""
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """`pass^k >= threshold` (absolute), or `pass^k not worse than the baseline by more
+    than max_drop` (regression, task by task over the tasks both have)."""
+
+    kind: Literal["absolute", "regression"]
+    k: int
+    threshold: float = 0.0  # absolute
+    max_drop: float = 0.0  # regression
+    confidence: float = DEFAULT_CONFIDENCE
+
+    @property
+    def alpha(self) -> float:
+        return 1.0 - self.confidence
+
+    def describe(self) -> str:
+        if self.kind == "absolute":
+            return f"pass^{self.k} >= {self.threshold:g}"
+        return f"pass^{self.k} not worse than baseline by more than {self.max_drop:g}"
+
+
+def parse_requirement(text: str, confidence: float = DEFAULT_CONFIDENCE) -> Criterion:
+    """`pass^4 >= 0.8` as a Criterion."""
+    match = re.fullmatch(r"\s*pass\^(\d+)\s*>=\s*(\d*\.?\d+)\s*", text)
+    if not match:
+        raise GateError(f"--require must read 'pass^K >= X' with X within 0..1, e.g. 'pass^4 >= 0.8'; got '{text}'")
+    return absolute(int(match.group(1)), float(match.group(2)), confidence)
+
+
+def parse_metric(text: str) -> int:
+    """The k of `pass^K`."""
+    match = re.fullmatch(r"\s*pass\^(\d+)\s*", text)
+    if not match or int(match.group(1)) < 1:
+        raise GateError(f"--regression-metric must read 'pass^K' with K >= 1, e.g. 'pass^1'; got '{text}'")
+    return int(match.group(1))
+
+
+def absolute(k: int, threshold: float, confidence: float = DEFAULT_CONFIDENCE) -> Criterion:
+    _check(k, confidence)
+    if not 0 <= threshold <= 1:
+        raise GateError(f"a pass^k threshold must be within 0..1, got {threshold:g}")
+    return Criterion("absolute", k, threshold=threshold, confidence=confidence)
+
+
+def regression(k: int, max_drop: float, confidence: float = DEFAULT_CONFIDENCE) -> Criterion:
+    _check(k, confidence)
+    if not 0 <= max_drop < 1:
+        raise GateError(f"--max-drop must be within 0..1 (a difference of pass^k), got {max_drop:g}")
+    return Criterion("regression", k, max_drop=max_drop, confidence=confidence)
+
+
+def _check(k: int, confidence: float) -> None:
+    if k < 1:
+        raise GateError(f"k of pass^k must be at least 1, got {k}")
+    if not 0.5 <= confidence < 1:
+        raise GateError(f"--confidence must be within 0.5..1 (e.g. 0.95), got {confidence:g}")
+
+
+# ---- evidence -----------------------------------------------------------------------------
+
+
+def blocks(outcomes: Outcomes, k: int) -> list[int]:
+    """A task's trials cut into consecutive blocks of k, each 1 when all k succeeded;
+    a block with a not-evaluable trial, or not yet full, is left out."""
+    out = []
+    for start in range(0, len(outcomes) - k + 1, k):
+        block = outcomes[start:start + k]
+        if all(o is not None for o in block):
+            out.append(int(all(block)))
+    return out
+
+
+# The tilts the test bets with, each with an equal share of the wealth: a mixture of
+# test martingales is one, and the grid costs log(len(TILTS)) nats of evidence once.
+TILTS = (0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)
+
+
+@dataclass(frozen=True)
+class Tally:
+    """One task's blocks, split by the direction each was bet in (up: that it succeeds
+    more often than q says; down: less often), and how many of each succeeded; `sign`
+    is how the task's q enters the null's constraint (+1: the run's, -1: a baseline's)."""
+
+    up: int
+    up_wins: int
+    down: int
+    down_wins: int
+    sign: float = 1.0
+
+def tally(outcomes: Outcomes, k: int, sign: float = 1.0) -> Tally:
+    """A task's blocks, bet the way the null would move its q: a test of "theta <= x"
+    pulls the run's tasks down, so their blocks are bet up (sign -1, a baseline's,
+    the other way), except while all earlier blocks point the other way: a task that has
+    only failed is bet down, where the null gains nothing from raising it. The direction
+    looks only at the past, so the wealth stays a martingale."""
+    counts = [0, 0, 0, 0]
+    seen: set[int] = set()
+    lean_up = sign > 0
+    for y in blocks(list(outcomes), k):
+        up = lean_up if seen != {0 if lean_up else 1} else not lean_up
+        side = 0 if up else 2
+        counts[side] += 1
+        counts[side + 1] += y
+        seen.add(y)
+    return Tally(*counts, sign)
+
+
+def evidence(tallies: Sequence[Tally], bound: float) -> float:
+    """log of the smallest wealth, over every q (each within 0..1) with
+    sum_j sign_j * q_j <= bound, of the mixture over TILTS of the test martingales
+        prod_j prod_b exp(e_jb * Y_jb) / (1 - q_j + q_j * exp(e_jb)),  e_jb = +-eta
+    (the sign: the block's direction). log wealth is convex in q, so its minimum is its
+    Lagrangian dual's maximum (strong duality); it is computed per tilt, and the best
+    tilt taken with its share log(1/len(TILTS)), a lower bound of the mixture's
+    minimum. Rejecting the null at alpha takes evidence >= log(1/alpha); math.inf when
+    no q satisfies the constraint."""
+    if not tallies:
+        return 0.0
+    # Tasks with the same tally are one term with a weight: simulations have many.
+    rows, weight = np.unique(np.array([(t.up, t.up_wins, t.down, t.down_wins, t.sign) for t in tallies],
+                                      dtype=float), axis=0, return_counts=True)
+    n_up, s_up, n_dn, s_dn, sign = (rows[:, i][None, :] for i in range(5))
+    if (np.minimum(sign, 0) * weight).sum() > bound + 1e-12:
+        return math.inf
+    eta = np.array(TILTS)[:, None]
+    u, v = np.expm1(eta), np.expm1(-eta)  # per block: log(1 + u q) up, log(1 + v q) down
+    gain = eta * (s_up - s_dn)
+    a, b = n_up * u, n_dn * v
+
+    def value(q: np.ndarray, slope: np.ndarray) -> np.ndarray:
+        return gain - n_up * np.log1p(u * q) - n_dn * np.log1p(v * q) + slope * q
+
+    def dual(nu: np.ndarray) -> np.ndarray:
+        """Per tilt, min over q in [0,1]^J of sum_j (log wealth_j(q_j) + nu sign_j q_j)
+        - nu * bound. Each term is convex in q_j: its minimum is at 0, at 1, or where its
+        derivative a/(1+uq) + b/(1+vq) = slope, a quadratic in q."""
+        slope = nu[:, None] * sign
+        qa = slope * u * v
+        qb = slope * (u + v) - a * v - b * u
+        qc = slope - a - b
+        with np.errstate(divide="ignore", invalid="ignore"):
+            root = np.sqrt(np.maximum(qb * qb - 4 * qa * qc, 0.0))
+            tries = [(-qb + root) / (2 * qa), (-qb - root) / (2 * qa), -qc / qb]
+        best = np.minimum(value(np.zeros_like(qa), slope), value(np.ones_like(qa), slope))
+        for q in tries:
+            q = np.clip(np.nan_to_num(q, nan=0.0, posinf=1.0, neginf=0.0), 0.0, 1.0)
+            best = np.minimum(best, value(q, slope))
+        return (best * weight).sum(axis=1) - nu * bound
+
+    # The dual is concave in nu >= 0: golden-section search, per tilt at once, on a
+    # range past the largest slope a term can have.
+    low = np.zeros(len(TILTS))
+    steepest = float(np.max(np.abs(a) + np.abs(b) / (1 + v), initial=0.0))
+    high = np.full(len(TILTS), 2 * steepest + 1.0)
+    ratio = (math.sqrt(5) - 1) / 2
+    x1, x2 = high - ratio * (high - low), low + ratio * (high - low)
+    f1, f2 = dual(x1), dual(x2)
+    for _ in range(30):
+        left = f1 < f2  # the maximum is right of x1
+        low = np.where(left, x1, low)
+        high = np.where(left, high, x2)
+        x1, x2 = high - ratio * (high - low), low + ratio * (high - low)
+        f1, f2 = dual(x1), dual(x2)
+    # Any nu gives a lower bound (weak duality); the mixture's wealth is at least each
+    # tilt's share of it.
+    best = np.maximum.reduce([dual(np.zeros(len(TILTS))), f1, f2])
+    return float(best.max()) - math.log(len(TILTS))
+
+
+# ---- verdicts -----------------------------------------------------------------------------
+
+
+@dataclass
+class TaskLine:
+    """One task's part in one criterion: its trials and estimates (regression: the
+    candidate's and the baseline's)."""
+
+    task_id: str
+    evaluable: int
+    trials: int
+    estimate: float | None
+    baseline: float | None = None
+    passed: bool | None = None  # the task on its own meets the criterion's bar (None: no estimate)
+
+
+@dataclass
+class CriterionResult:
+    criterion: Criterion
+    verdict: str
+    estimate: float | None
+    low: float
+    high: float
+    coverage: float
+    evaluable: int
+    trials: int
+    tasks: list[TaskLine] = field(default_factory=list)
+
+    @property
+    def decided(self) -> bool:
+        return self.verdict != INCONCLUSIVE
+
+
+def _tallies(data: dict[str, Outcomes], tasks: list[str], k: int, sign: float) -> list[Tally]:
+    return [tally(data.get(t, []), k, sign) for t in tasks]
+
+
+def _estimate(outcomes: Outcomes, k: int) -> float | None:
+    scored = [o for o in outcomes if o is not None]
+    return pass_hat(sum(scored), len(scored), k) if len(scored) >= k else None
+
+
+def evaluate(criterion: Criterion, candidate: dict[str, Outcomes],
+             baseline: dict[str, Outcomes] | None = None, *, interval: bool = True) -> CriterionResult:
+    """The criterion's verdict on the trials so far (task id -> outcomes in the order
+    they ran), with its estimate and its confidence interval (one-sided bounds at
+    1 - confidence each; interval=False skips the bisection, for simulations)."""
+    k, alpha = criterion.k, criterion.alpha
+    threshold = math.log(1 / alpha)
+    if criterion.kind == "regression":
+        if baseline is None:
+            raise GateError("a regression criterion needs a baseline run (--baseline RUN)")
+        tasks = sorted(set(candidate) & set(baseline))
+        up = _tallies(candidate, tasks, k, 1.0) + _tallies(baseline, tasks, k, -1.0)
+        bar = -criterion.max_drop
+    else:
+        tasks = sorted(candidate)
+        up, bar = _tallies(candidate, tasks, k, 1.0), criterion.threshold
+    # Testing "theta >= x" flips the constraint, and so the bets.
+    down = [tally(candidate.get(t, []), k, -1.0) for t in tasks]
+    if criterion.kind == "regression":
+        down += [tally(baseline.get(t, []), k, 1.0) for t in tasks]
+    n = max(len(tasks), 1)
+
+    def holds_rejected(x: float) -> bool:  # "theta >= x" rejected: theta < x
+        return evidence(down, -x * n) >= threshold
+
+    def violated_rejected(x: float) -> bool:  # "theta <= x" rejected: theta > x
+        return evidence(up, x * n) >= threshold
+
+    trials = sum(len(candidate.get(t, [])) for t in tasks)
+    evaluable = sum(o is not None for t in tasks for o in candidate.get(t, []))
+    coverage = evaluable / trials if trials else 0.0
+    verdict = INCONCLUSIVE
+    if tasks and coverage >= MIN_COVERAGE:
+        if violated_rejected(bar):
+            verdict = PASS
+        elif holds_rejected(bar):
+            verdict = FAIL
+    lines = [_task_line(criterion, t, candidate.get(t, []), baseline) for t in tasks]
+    estimates = [line.estimate - (line.baseline or 0.0) for line in lines
+                 if line.estimate is not None and (criterion.kind == "absolute" or line.baseline is not None)]
+    low, high = (_bound(violated_rejected, -1.0, 1.0, up=True), _bound(holds_rejected, -1.0, 1.0, up=False)) \
+        if interval and tasks else (math.nan, math.nan)
+    if criterion.kind == "absolute" and interval and tasks:
+        low, high = max(low, 0.0), min(high, 1.0)
+    return CriterionResult(
+        criterion=criterion, verdict=verdict,
+        estimate=sum(estimates) / len(estimates) if estimates else None,
+        low=low, high=high, coverage=coverage, evaluable=evaluable, trials=trials, tasks=lines,
+    )
+
+
+def _task_line(criterion: Criterion, task_id: str, outcomes: Outcomes,
+               baseline: dict[str, Outcomes] | None) -> TaskLine:
+    est = _estimate(outcomes, criterion.k)
+    base = _estimate(baseline.get(task_id, []), criterion.k) if baseline is not None else None
+    if criterion.kind == "absolute":
+        passed = None if est is None else est >= criterion.threshold
+    else:
+        passed = None if est is None or base is None else est - base >= -criterion.max_drop
+    return TaskLine(task_id, sum(o is not None for o in outcomes), len(outcomes), est, base, passed)
+
+
+def _bound(rejected, low: float, high: float, *, up: bool) -> float:  # noqa: ANN001
+    """The confidence bound: for the lower one (up=True), the largest x with
+    "theta <= x" rejected; for the upper one, the smallest x with "theta >= x" rejected."""
+    if up and not rejected(low):
+        return low
+    if not up and not rejected(high):
+        return high
+    for _ in range(20):
+        mid = (low + high) / 2
+        if rejected(mid) == up:
+            low = mid
+        else:
+            high = mid
+    return low if up else high
+
+
+def overall(results: Sequence[CriterionResult]) -> str:
+    """FAIL if any criterion fails, PASS if all pass, otherwise INCONCLUSIVE."""
+    verdicts = {r.verdict for r in results}
+    if FAIL in verdicts:
+        return FAIL
+    return PASS if verdicts == {PASS} else INCONCLUSIVE
+
+
+# ---- rounds -------------------------------------------------------------------------------
+
+
+def round_trials(criteria: Sequence[Criterion]) -> int:
+    """Trials each task gets per round: one block of the largest k (at least 2)."""
+    return max(2, max(c.k for c in criteria))
+
+
+def open_tasks(criteria: Sequence[Criterion], candidate: dict[str, Outcomes], max_trials: int) -> list[str]:
+    """The tasks the next round runs: those below max_trials whose outcomes can still
+    move (some disagreement, or fewer than two rounds' trials). A task whose evaluable
+    trials all agree over two rounds contributes near 0 or 1 whatever comes next. Any
+    rule that looks only at the past keeps the error control; this one saves trials."""
+    size = round_trials(criteria)
+    chosen = []
+    for task_id, outcomes in sorted(candidate.items()):
+        scored = [o for o in outcomes if o is not None]
+        if len(outcomes) + size > max_trials:
+            continue
+        unanimous = len(set(scored)) == 1 and len(scored) >= max(size, SETTLE_TRIALS)
+        if not unanimous:
+            chosen.append(task_id)
+    return chosen

@@ -1,0 +1,118 @@
+"""What CI sees of a gate: one JSON-ready dict (`gate_record`), and the markdown summary
+and JUnit XML made from it, so the three always say the same."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+from xml.etree import ElementTree as ET
+
+from passhat.results.gate import CriterionResult, overall
+
+FIXED_K = 8  # the fixed design a gate's trials are compared with: k=8 on every task
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(x, 4)
+
+
+def gate_record(gate_id: str, results: Sequence[CriterionResult], *, rounds: list[str],
+                conversations: int, tasks: int, cost_usd: float, stopped: str | None = None) -> dict[str, Any]:
+    """The gate's outcome: verdict, each criterion with its estimate, interval and
+    tasks, the trials spent against the fixed design, cost, and the round runs."""
+    return {
+        "gate": gate_id,
+        "verdict": overall(results),
+        "stopped": stopped,
+        "rounds": rounds,
+        "conversations": conversations,
+        "fixed_design_conversations": FIXED_K * tasks,
+        "cost_usd": round(cost_usd, 6),
+        "criteria": [
+            {
+                "criterion": r.criterion.describe(),
+                "kind": r.criterion.kind,
+                "k": r.criterion.k,
+                "confidence": r.criterion.confidence,
+                "verdict": r.verdict,
+                "estimate": _num(r.estimate),
+                "low": _num(r.low),
+                "high": _num(r.high),
+                "coverage": round(r.coverage, 4),
+                "evaluable": r.evaluable,
+                "trials": r.trials,
+                "tasks": [
+                    {"task": t.task_id, "trials": t.trials, "evaluable": t.evaluable,
+                     "estimate": _num(t.estimate), "baseline": _num(t.baseline), "passed": t.passed}
+                    for t in r.tasks
+                ],
+            }
+            for r in results
+        ],
+    }
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def markdown(record: dict[str, Any]) -> str:
+    """The summary a CI job shows: verdict, criteria, trials against the fixed design,
+    cost, and the tasks that decided it (below the bar) or flipped (mixed outcomes)."""
+    spent, fixed = record["conversations"], record["fixed_design_conversations"]
+    saved = f" ({1 - spent / fixed:.0%} fewer)" if fixed and spent < fixed else ""
+    lines = [
+        f"## passhat gate {record['gate']}: **{record['verdict']}**",
+        "",
+        "| criterion | confidence | verdict | estimate | interval | evaluable |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in record["criteria"]:
+        lines.append(f"| {c['criterion']} | {c['confidence']:.0%} | {c['verdict']} | {_fmt(c['estimate'])} | "
+                     f"{_fmt(c['low'])} – {_fmt(c['high'])} | {c['evaluable']}/{c['trials']} "
+                     f"({c['coverage']:.0%}) |")
+    lines += ["", f"Conversations: {spent} in {len(record['rounds'])} round(s), against {fixed} for k={FIXED_K} "
+              f"on every task{saved}. Cost: {record['cost_usd']:.4g} USD."]
+    if record["stopped"]:
+        lines.append(f"Stopped: {record['stopped']}.")
+    for c in record["criteria"]:
+        below = [t["task"] for t in c["tasks"] if t["passed"] is False]
+        if below:
+            lines.append(f"- {c['criterion']}: below the bar on its own: {', '.join(below[:20])}"
+                         + (f" and {len(below) - 20} more" if len(below) > 20 else ""))
+    lines.append("")
+    lines.append("Intervals: anytime-valid confidence sequence for the mean over these tasks of "
+                 "p^k (see docs/gate.md); not-evaluable trials are left out.")
+    return "\n".join(lines) + "\n"
+
+
+def junit(record: dict[str, Any]) -> str:
+    """JUnit XML: a suite per criterion, a test case per task (failed when the task on
+    its own is below the criterion's bar, skipped when it has too few trials), and one
+    case for the criterion's verdict."""
+    root = ET.Element("testsuites", name=f"passhat gate {record['gate']}")
+    for c in record["criteria"]:
+        failures = sum(t["passed"] is False for t in c["tasks"]) + (c["verdict"] == "FAIL")
+        skipped = sum(t["passed"] is None for t in c["tasks"]) + (c["verdict"] == "INCONCLUSIVE")
+        suite = ET.SubElement(root, "testsuite", name=c["criterion"], tests=str(len(c["tasks"]) + 1),
+                              failures=str(failures), skipped=str(skipped), errors="0")
+        verdict = ET.SubElement(suite, "testcase", classname=c["criterion"], name="verdict")
+        about = (f"{c['verdict']}: estimate {_fmt(c['estimate'])}, interval {_fmt(c['low'])}-{_fmt(c['high'])} "
+                 f"at {c['confidence']:.0%}")
+        if c["verdict"] == "FAIL":
+            ET.SubElement(verdict, "failure", message=about)
+        elif c["verdict"] == "INCONCLUSIVE":
+            ET.SubElement(verdict, "skipped", message=about)
+        for t in c["tasks"]:
+            case = ET.SubElement(suite, "testcase", classname=c["criterion"], name=t["task"])
+            said = f"pass^{c['k']} {_fmt(t['estimate'])}" + (
+                f" (baseline {_fmt(t['baseline'])})" if t["baseline"] is not None else "") + \
+                f" over {t['evaluable']} evaluable of {t['trials']} trials"
+            if t["passed"] is False:
+                ET.SubElement(case, "failure", message=said)
+            elif t["passed"] is None:
+                ET.SubElement(case, "skipped", message=said)
+            else:
+                ET.SubElement(case, "system-out").text = said
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

