@@ -53,13 +53,16 @@ class RaisingAgent(NotesAgent):
 
 
 class Box:
-    def __init__(self, messages: list) -> None:  # noqa: ANN001
-        self.messages = messages
+    """What tau2's LLM agent needs of a state, in a plain object."""
+
+    def __init__(self, system_messages: list, messages: list) -> None:  # noqa: ANN001
+        self.system_messages, self.messages = system_messages, messages
 
 
 class BoxedAgent(LLMAgent):
     def get_init_state(self, message_history=None):  # noqa: ANN001, ANN201
-        return Box(list(message_history or []))
+        state = super().get_init_state(message_history)
+        return Box(state.system_messages, state.messages)
 
 
 for _name, _cls in (("notes_agent", NotesAgent), ("raising_agent", RaisingAgent), ("boxed_agent", BoxedAgent)):
