@@ -8,6 +8,7 @@ between recording and reporting does not call the model a second time)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from datetime import datetime, timedelta, timezone
@@ -29,6 +30,7 @@ from passhat.contracts import (
     StepResult,
     TrialSpec,
     provider_of,
+    render_agent_prompt,
 )
 from passhat.domains.registry import get_domain
 from passhat.infra import llm, scripted_provider, tracing
@@ -37,8 +39,10 @@ from passhat.infra.store import Store, StoreError
 T = TypeVar("T")
 
 
-def step_result(step: int, messages: list[Message], failure: str | None = None) -> StepResult:
-    """Summarise a recorded step for the workflow's state machine."""
+def step_result(step: int, messages: list[Message], failure: str | None = None,
+                agent_stop: bool = False) -> StepResult:
+    """Summarise a recorded step for the workflow's state machine. `agent_stop`: a
+    registered agent said its message ends the conversation (tau2's agent.is_stop)."""
     last = messages[-1]
     if failure is not None:
         return StepResult(step=step, role=last.role, failure=failure)
@@ -51,15 +55,19 @@ def step_result(step: int, messages: list[Message], failure: str | None = None) 
         role=last.role,
         is_tool_call=is_call,
         tool_names=[call.name for call in last.tool_calls or []] if is_call else [],
-        # Only the user ends a conversation (tau2: the agent's messages never stop it).
-        is_stop=last.role == "user"
-        and not is_call
-        and any(t in text for t in (STOP_TOKEN, TRANSFER_TOKEN, OUT_OF_SCOPE_TOKEN)),
+        # The user's stop tokens end a conversation; tau2's LLM agent never stops it, an
+        # agent of tau2's registry may (its is_stop, recorded with its turn).
+        is_stop=agent_stop or (
+            last.role == "user"
+            and not is_call
+            and any(t in text for t in (STOP_TOKEN, TRANSFER_TOKEN, OUT_OF_SCOPE_TOKEN))
+        ),
     )
 
 
 def recorded_result(row) -> StepResult:  # noqa: ANN001 - a StepRow
-    return step_result(row.step, row.message_list(), row.failure_class)
+    turn = row.agent_turn()
+    return step_result(row.step, row.message_list(), row.failure_class, bool(turn and turn.get("stop")))
 
 
 def model_failure(message: Message, spec: TrialSpec) -> tuple[str, str] | None:
@@ -141,6 +149,10 @@ class ConversationActivities:
 
     @activity.defn
     async def agent_turn(self, ref: StepRef) -> StepResult:
+        if ref.trial.agent is not None:  # an agent of tau2's registry plays this turn
+            from passhat.activities.agent_turn import agent_turn
+
+            return await agent_turn(self, ref)
         return await self._model_turn(ref, "assistant")
 
     @activity.defn
@@ -172,7 +184,8 @@ class ConversationActivities:
         recorded, so the workflow's state always matches the stored conversation."""
         spec = ref.trial
         if self.store.record_step(spec.trial_id, spec.run_id, ref.step, role, messages, **details):
-            return step_result(ref.step, messages, details.get("failure_class"))
+            stop = bool(details.get("agent_state_json") and json.loads(details["agent_state_json"]).get("stop"))
+            return step_result(ref.step, messages, details.get("failure_class"), stop)
         return recorded_result(self.store.get_step(spec.trial_id, ref.step))
 
     async def _model_turn(self, ref: StepRef, role: llm.Perspective) -> StepResult:
@@ -186,60 +199,14 @@ class ConversationActivities:
         history, system, tools = prompt
         model = spec.agent_model if role == "assistant" else spec.user_model
         args = spec.agent_args if role == "assistant" else spec.user_args
-        metadata = {
-            "passhat": {
-                "run_id": spec.run_id,
-                "trial_id": spec.trial_id,
-                "domain": spec.domain,
-                "task_id": spec.task_id,
-                "trial": spec.trial_index,
-                "step": ref.step,
-                "role": role,
-            }
-        }
-        span_attributes = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider_of(model),
-            "gen_ai.request.model": model,
-            "gen_ai.request.seed": spec.seed,
-            "gen_ai.request.temperature": args.get("temperature"),
-            **tracing.trial_attributes(ref.trial),
-            "passhat.step": ref.step,
-            "passhat.role": "agent" if role == "assistant" else "user",
-        }
         try:
-            with tracing.span(f"chat {model}", spec.trial_id, span_attributes, SpanKind.CLIENT) as span:
-                reply = await heartbeat.around(
-                    llm.complete(
-                        model,
-                        [{"role": "system", "content": system}] + llm.view_for(role, history),
-                        tools=tools,
-                        role=role,
-                        model_args=args,
-                        metadata=metadata,
-                        seed=spec.seed,
-                        timeout_s=spec.retry.model_call_timeout_s,
-                        empty_retries=EMPTY_REPLY_RETRIES,
-                    ),
-                )
-                span.set_attributes({
-                    "gen_ai.response.model": reply.model or model,
-                    "gen_ai.usage.input_tokens": reply.input_tokens,
-                    "gen_ai.usage.output_tokens": reply.output_tokens,
-                    "gen_ai.response.finish_reasons": [reply.finish_reason or "unknown"],
-                    "passhat.cost_usd": reply.cost,
-                })
+            reply = await heartbeat.around(call_model(
+                ref, role, model, [{"role": "system", "content": system}] + llm.view_for(role, history),
+                tools=tools, model_args=args, seed=spec.seed,
+            ))
         except llm.ModelCallError as err:
             if not err.model_failure:  # the infrastructure's: retried, or not evaluable
-                raise ApplicationError(
-                    str(err),
-                    {"status_code": err.status_code, "retry_after_s": err.retry_after_s},
-                    type=err.error_class,
-                    non_retryable=not err.transient,
-                    next_retry_delay=backoff_delay(activity.info().attempt, ref, err.retry_after_s)
-                    if err.transient
-                    else None,
-                ) from None  # the provider's exception, unredacted, stays out of the failure
+                raise infrastructure_failure(err, ref) from None
             # The model's own failure: recorded as its step, and the conversation ends.
             return await self._record_paid(
                 ref, heartbeat, role, [Message(role=role)],
@@ -298,8 +265,67 @@ class ConversationActivities:
         spec = ref.trial
         domain = get_domain(spec.domain)
         if role == "assistant":
-            return history, domain.agent_system_prompt(), domain.agent_tools()
+            system = (domain.agent_system_prompt() if spec.agent_prompt is None
+                      else render_agent_prompt(spec.agent_prompt, domain.policy()))
+            return history, system, domain.agent_tools()
         return history, domain.user_system_prompt(spec.task_id), domain.user_tools()
+
+
+async def call_model(ref: StepRef, role: llm.Perspective, model: str, messages: list[dict], *,
+                     tools: list | None, model_args: dict, seed: int | None,
+                     tool_choice: str | None = None) -> llm.ModelReply:
+    """One model call of a step, with the trial's metadata and a span in its trace."""
+    spec = ref.trial
+    metadata = {
+        "passhat": {
+            "run_id": spec.run_id,
+            "trial_id": spec.trial_id,
+            "domain": spec.domain,
+            "task_id": spec.task_id,
+            "trial": spec.trial_index,
+            "step": ref.step,
+            "role": role,
+        }
+    }
+    span_attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": provider_of(model),
+        "gen_ai.request.model": model,
+        "gen_ai.request.seed": model_args.get("seed", seed),
+        "gen_ai.request.temperature": model_args.get("temperature"),
+        **tracing.trial_attributes(ref.trial),
+        "passhat.step": ref.step,
+        "passhat.role": "agent" if role == "assistant" else "user",
+    }
+    with tracing.span(f"chat {model}", spec.trial_id, span_attributes, SpanKind.CLIENT) as span:
+        reply = await llm.complete(
+            model, messages, tools=tools, role=role, model_args=model_args, metadata=metadata,
+            seed=seed, timeout_s=spec.retry.model_call_timeout_s, empty_retries=EMPTY_REPLY_RETRIES,
+            tool_choice=tool_choice,
+        )
+        span.set_attributes({
+            "gen_ai.response.model": reply.model or model,
+            "gen_ai.usage.input_tokens": reply.input_tokens,
+            "gen_ai.usage.output_tokens": reply.output_tokens,
+            "gen_ai.response.finish_reasons": [reply.finish_reason or "unknown"],
+            "passhat.cost_usd": reply.cost,
+        })
+    return reply
+
+
+def infrastructure_failure(err: llm.ModelCallError, ref: StepRef) -> ApplicationError:
+    """A model call's failure that is not the model's: the activity fails with it, and
+    Temporal retries the step (transient) or the trial is not evaluable. The provider's
+    exception, unredacted, stays out of the failure."""
+    return ApplicationError(
+        str(err),
+        {"status_code": err.status_code, "retry_after_s": err.retry_after_s},
+        type=err.error_class,
+        non_retryable=not err.transient,
+        next_retry_delay=backoff_delay(activity.info().attempt, ref, err.retry_after_s)
+        if err.transient
+        else None,
+    )
 
 
 def _tool_spans(ref: StepRef, calls, answers: list[Message], start_ns: int, end_ns: int) -> None:  # noqa: ANN001

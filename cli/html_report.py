@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from passhat.cli import plots
 from passhat.cli.render import trial_links
-from passhat.contracts import Message, outcome_label, trial_workflow_id
+from passhat.contracts import DEFAULT_AGENT, Message, outcome_label, trial_workflow_id
 from passhat.results.report import MISSING, REWARD_PARTS, GroupReport, Report, RunReport
 
 _STYLE = """
@@ -125,6 +125,8 @@ def _status(report: Report) -> str:
         label = "" if c.complete else "PARTIAL — "
         out.append(f'<p class="{cls}">{_e(run.run_id)}{" (imported)" if run.imported else ""}: '
                    f"{_e(label + c.note)}</p>")
+        if run.agent != DEFAULT_AGENT:
+            out.append(f'<p class="agent">{_e(run.run_id)} agent: {_e(run.agent)}</p>')
         if run.departures:
             out.append(f'<p class="departs">{_e(run.run_id)} departs from tau2: {_e("; ".join(run.departures))}</p>')
     out.append(f"<p>pass^k is the mean over tasks; intervals are {report.confidence:.0%} bootstrap "

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from passhat.contracts import TRIAL_NOT_EVALUABLE, RunSummary, outcome_label
+from passhat.contracts import DEFAULT_AGENT, TRIAL_NOT_EVALUABLE, RunSummary, outcome_label
 from passhat.results.jsonl import jsonl_line
 
 
@@ -261,6 +261,8 @@ def _failure_lines(group) -> list[str]:  # noqa: ANN001
 def _run_header(run) -> list[str]:  # noqa: ANN001 - a RunReport
     c = run.completeness
     lines = [f"passhat report {run.run_id}" + (" (imported)" if run.imported else ""), c.note]
+    if run.agent != DEFAULT_AGENT:
+        lines.append(f"agent: {run.agent}")
     if run.departures:
         lines.append("DEPARTS FROM tau2: " + "; ".join(run.departures))
     return lines

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from passhat.cli.run_options import RunOptions, UserInputError, check_bounds, options_with_bounds
-from passhat.contracts import DEFAULT_TEMPERATURE, RUN_ID_PATTERN, RUN_ID_RULE, ProviderLimit, RunConfig, provider_of
+from passhat.contracts import DEFAULT_AGENT, DEFAULT_TEMPERATURE, POLICY_PLACEHOLDER, RUN_ID_PATTERN, RUN_ID_RULE, ProviderLimit, RunConfig, provider_of
 
 
 
@@ -167,6 +167,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     for model in agent_models:
         check_model(model, "--agent-model")
     check_model(options.user_model, "--user-model")
+    agent, agent_prompt = _agent(options)
     provider_limits = parse_provider_limits(options.rate_limits, options.max_concurrent,
                                             models=[*agent_models, options.user_model])
     per_domain: dict[str, list[str]] = {}
@@ -175,6 +176,8 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
             domain = get_domain(domain_name)
         except (UnknownDomainError, TaskFileError) as err:
             raise UserInputError(str(err))
+        if agent_prompt is not None and not callable(getattr(domain, "policy", None)):
+            raise UserInputError(f"--agent-prompt needs a domain with a policy; {domain_name} has none")
         known = domain.task_ids()
         if limit is not None and limit > len(known):
             raise UserInputError(
@@ -196,6 +199,8 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         per_domain[domain_name] = chosen
     if task_ids and not any(per_domain.values()):
         raise UserInputError(f"none of the --task ids exist in {', '.join(per_domain)}")
+    if agent is not None:
+        _check_agent_runs(agent, per_domain, agent_models[0], per_model.get(agent_models[0], agent_args))
     return RunConfig(
         run_id=run_id or new_run_id(),
         agent_models=list(dict.fromkeys(agent_models)),
@@ -212,12 +217,65 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         max_errors=options.max_errors,
         seed=options.seed,
         lenient_tool_arguments=options.lenient_tool_args,
+        agent=agent,
+        agent_prompt=agent_prompt,
         retry={"max_attempts": options.max_attempts, "model_call_timeout_s": options.model_timeout,
                "retry_for_s": values["retry_for"]},
         max_cost=options.max_cost,
         expected_calls={name: {t: direct_calls(get_domain(name).task(t)) for t in chosen}
                         for name, chosen in per_domain.items()},
     )
+
+
+def read_agent_prompt(path: str) -> str:
+    """The text of an agent prompt template, which must say where the policy goes."""
+    from pathlib import Path
+
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise UserInputError(f"agent prompt {path}: cannot read it ({reason})")
+    if POLICY_PLACEHOLDER not in text:
+        raise UserInputError(
+            f"agent prompt {path} has no {POLICY_PLACEHOLDER} placeholder: put it where the "
+            "domain's policy goes (the prompt replaces tau2's, which holds the policy)"
+        )
+    return text
+
+
+def _agent(options: RunOptions) -> tuple[str | None, str | None]:
+    """The run's agent (None: tau2's LLM agent, passhat's own path) and prompt text."""
+    prompt = read_agent_prompt(options.agent_prompt) if options.agent_prompt is not None else None
+    name = options.agent
+    if name is None or name == DEFAULT_AGENT:
+        return None, prompt
+    if prompt is not None:
+        raise UserInputError(
+            f"--agent-prompt replaces the prompt of tau2's LLM agent ({DEFAULT_AGENT}); "
+            f"agent {name!r} builds its own prompt"
+        )
+    from passhat.domains.tau2_agents import AgentSetupError, agent_class
+
+    try:
+        agent_class(name)
+    except AgentSetupError as err:
+        raise UserInputError(str(err))
+    return name, None
+
+
+def _check_agent_runs(agent: str, per_domain: dict[str, list[str]], model: str, args: dict[str, Any]) -> None:
+    """Build the agent on each domain's first task and record its first state, as its
+    first turn will: a mistake there is the user's to fix before anything runs."""
+    from passhat.domains.registry import get_domain
+    from passhat.domains.tau2_agents import AgentSetupError, check_runnable
+
+    for name, chosen in per_domain.items():
+        if chosen:
+            try:
+                check_runnable(agent, get_domain(name), chosen[0], model, args)
+            except AgentSetupError as err:
+                raise UserInputError(str(err))
 
 
 def _model_args(args: str | dict[str, Any] | None, option: str) -> dict[str, Any]:

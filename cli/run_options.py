@@ -66,6 +66,12 @@ class RunOptions:
     agent_models: list[str] = option(
         [], "--agent-model", "-m", kind="models", file_key="agents", args="agent_model_args",
         help="litellm model string for the agent (repeat for a sweep), e.g. openai/gpt-4.1 or scripted/oracle. Required unless --config has agents.")
+    agent: Optional[str] = option(
+        None, "--agent", kind="string", metavar="NAME",
+        help="An agent registered in tau2's agent registry (e.g. by a plugin) plays the agent side, with the --agent-model and --agent-args handed to it as tau2 hands them; default: tau2's LLM agent (llm_agent).")
+    agent_prompt: Optional[str] = option(
+        None, "--agent-prompt", kind="string", metavar="FILE",
+        help="Replace the system prompt of tau2's LLM agent with this template; {policy} in it is replaced by the domain's policy. Its digest is part of the run's identity.")
     user_model: Optional[str] = option(
         None, "--user-model", "-u", kind="model", file_key="user", args="user_args",
         help="litellm model string for the user simulator. Required unless --config has a user.")

@@ -58,7 +58,10 @@ def load(path: str) -> Sweep:
         values.update(check.value(key, keys[key], value))
     for where, model in check.models:
         check_model(model, f"{path}: {where}")
-    check.domains_and_tasks(values, base=Path(path).expanduser().absolute().parent)
+    base = Path(path).expanduser().absolute().parent
+    check.domains_and_tasks(values, base=base)
+    if values.get("agent_prompt") is not None:  # relative to the file, as task files are
+        values["agent_prompt"] = str((base / Path(values["agent_prompt"]).expanduser()).absolute())
     return Sweep(path, values)
 
 

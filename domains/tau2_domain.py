@@ -125,6 +125,11 @@ class Tau2Domain:
     def agent_system_prompt(self) -> str:
         return _data(self.tau2_name).agent_system_prompt()
 
+    def policy(self) -> str:
+        """The domain's policy, as tau2's agents receive it (an agent prompt of the
+        user's own puts it where its template says)."""
+        return _data(self.tau2_name).policy
+
     def user_system_prompt(self, task_id: str) -> str:
         prompt = self._user_prompts.get(task_id)
         if prompt is None:
@@ -137,6 +142,16 @@ class Tau2Domain:
             )
             prompt = self._user_prompts[task_id] = user.system_prompt
         return prompt
+
+    def tau2_agent_parts(self) -> tuple[list[Any], str]:
+        """What tau2's run hands a registered agent: the agent's tau2 tools (a list of
+        its own, which the agent may change) and the policy."""
+        data = _data(self.tau2_name)
+        return list(data.agent_tools), data.policy
+
+    def tau2_task(self, task_id: str) -> Any:
+        """tau2's Task model (for agents that are handed the task, as tau2's GT agent)."""
+        return self._tau2_task(task_id)
 
     # -- tools -------------------------------------------------------------------------
 
@@ -167,7 +182,7 @@ class Tau2Domain:
             if call.invalid_arguments is not None:
                 answers.append(_invalid_arguments_answer(call))
                 continue
-            response = env.get_response(_to_tau2_call(call))
+            response = env.get_response(to_tau2_call(call))
             answers.append(
                 Message(
                     role="tool",
@@ -549,7 +564,7 @@ def _replayable(history: list[Message]) -> list[Any]:
         if call.invalid_arguments is not None:
             continue
         caller = UserMessage if call.requestor == "user" else AssistantMessage
-        replay.append(caller(role=call.requestor, tool_calls=[_to_tau2_call(call)]))
+        replay.append(caller(role=call.requestor, tool_calls=[to_tau2_call(call)]))
         replay.append(_to_tau2_tool_message(call, answer))
     return replay
 
@@ -580,7 +595,7 @@ def _to_tau2_trajectory(messages: list[Message]) -> list[Any]:
             caller(
                 role=message.role,
                 content=message.content,
-                tool_calls=[_to_tau2_call(c) for c in calls] or None,
+                tool_calls=[to_tau2_call(c) for c in calls] or None,
             )
         )
         trajectory.extend(_to_tau2_tool_message(c, answered[id(c)]) for c in calls)
@@ -589,7 +604,7 @@ def _to_tau2_trajectory(messages: list[Message]) -> list[Any]:
     return trajectory
 
 
-def _to_tau2_call(call: ToolCall) -> Any:
+def to_tau2_call(call: ToolCall) -> Any:
     from tau2.data_model.message import ToolCall as Tau2ToolCall
 
     return Tau2ToolCall(

@@ -171,15 +171,18 @@ async def complete(
     seed: int | None = None,
     timeout_s: float | None = None,
     empty_retries: int = 0,
+    tool_choice: str | None = None,
 ) -> ModelReply:
     """One model call. Retries are Temporal's job, so litellm's own are switched off. The
-    request is tau2's: tools with tool_choice "auto" when the side has tools. As tau2's
+    request is tau2's: tools with tool_choice "auto" when the side has tools (unless the
+    caller, a registered agent, chose another). As tau2's
     generate does, an empty reply (no text, no tool calls) is asked for again with the
     identical request, up to `empty_retries` times; tokens and cost add up over the
     attempts, which were all paid for."""
     async def ask() -> ModelReply:  # the same request every time
         return await _complete_once(model, messages, tools=tools, role=role, model_args=model_args,
-                                    metadata=metadata, seed=seed, timeout_s=timeout_s)
+                                    metadata=metadata, seed=seed, timeout_s=timeout_s,
+                                    tool_choice=tool_choice)
 
     reply = await ask()
     for _ in range(empty_retries):
@@ -204,6 +207,7 @@ async def _complete_once(
     metadata: dict[str, Any],
     seed: int | None,
     timeout_s: float | None,
+    tool_choice: str | None = None,
 ) -> ModelReply:
     import litellm
 
@@ -231,7 +235,7 @@ async def _complete_once(
             model=model,
             messages=messages,
             tools=tools or None,
-            tool_choice="auto" if tools else None,
+            tool_choice=tool_choice or ("auto" if tools else None),
             metadata=metadata,
             drop_params=True,
             # passhat's tools are always function tools. Without this, litellm imports

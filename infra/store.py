@@ -183,7 +183,13 @@ class StepRow(SQLModel, table=True):
     # A model failure this step ended the conversation with (passhat.contracts).
     failure_class: str | None = None
     failure: str | None = Field(default=None, sa_type=Text)
+    # The turn of an agent from tau2's registry (--agent): its state after the turn and
+    # whether it stopped, as JSON ({"class", "state", "stop"}); the next turn starts from it.
+    agent_state_json: str | None = Field(default=None, sa_type=Text)
     created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime())
+
+    def agent_turn(self) -> dict[str, Any] | None:
+        return None if self.agent_state_json is None else json.loads(self.agent_state_json)
 
     def message_list(self) -> list[Message]:
         return [Message.model_validate(m) for m in json.loads(self.messages_json)]
@@ -702,6 +708,7 @@ class Store:
         finish_reason: str | None = None,
         failure_class: str | None = None,
         failure: str | None = None,
+        agent_state_json: str | None = None,
     ) -> bool:
         """Write a step once. Returns False when (trial, step) was already recorded: the
         first write wins, so a retried activity cannot replace what the trial saw.
@@ -725,6 +732,7 @@ class Store:
                     finish_reason=finish_reason,
                     failure_class=failure_class,
                     failure=failure,
+                    agent_state_json=agent_state_json,
                     created_at=_now(),
                 )
                 .on_conflict_do_nothing()

@@ -31,6 +31,11 @@ DEFAULT_TEMPERATURE = 0.0
 # this many times, before the conversation fails.
 EMPTY_REPLY_RETRIES = 3
 
+# The agent prompt template (--agent-prompt): the domain's policy goes where this is.
+POLICY_PLACEHOLDER = "{policy}"
+# tau2's LLM agent, whose requests passhat builds itself; the agent a run without --agent has.
+DEFAULT_AGENT = "llm_agent"
+
 # Model failures: the model's own output ended the conversation. tau2 records these as
 # agent_error with reward 0 (whichever side failed), so they count in pass^k.
 INVALID_TOOL_ARGUMENTS = "InvalidToolArguments"
@@ -192,6 +197,21 @@ class TrialSettings(BaseModel):
     retry: RetryConfig = Field(default_factory=RetryConfig)
     # Provider -> its cap. A capped provider's calls go to its own task queue.
     provider_limits: dict[str, ProviderLimit] = Field(default_factory=dict)
+    # The agent from tau2's agent registry that plays the agent side (--agent); None is
+    # tau2's LLM agent, whose requests passhat builds itself.
+    agent: str | None = None
+    # The system prompt template of tau2's LLM agent (--agent-prompt), POLICY_PLACEHOLDER
+    # where the domain's policy goes; None is tau2's own prompt. The text itself travels
+    # with the run, not the file's path: a file edited later cannot change a run.
+    agent_prompt: str | None = None
+
+    def agent_label(self) -> str:
+        """Which agent plays, in words for reports: its name, and the digest of a prompt
+        of the user's own."""
+        label = self.agent or DEFAULT_AGENT
+        if self.agent_prompt is not None:
+            label += f", prompt sha256:{prompt_digest(self.agent_prompt)}"
+        return label
 
     def model_queue(self, model: str) -> str | None:
         """The task queue of a model's calls: its provider's, when the provider's calls
@@ -243,11 +263,12 @@ class RunConfig(TrialSettings):
     def fingerprint(self) -> str:
         """Identity of the experiment, used to refuse a different config under one run id.
         Concurrency, retry settings, provider caps, the budget and the task order change
-        how it runs, not what it measures. Per-model args count only when a run has them,
-        so a run stored before they existed keeps its fingerprint."""
+        how it runs, not what it measures. Per-model args, the agent and its prompt count only
+        when a run has them, so a run stored before they existed keeps its fingerprint."""
         exclude = {"concurrency", "retry", "provider_limits", "max_cost", "expected_calls"}
-        if not self.agent_model_args:
-            exclude.add("agent_model_args")
+        for name in ("agent_model_args", "agent", "agent_prompt"):
+            if not getattr(self, name):  # absent from runs stored before it existed
+                exclude.add(name)
         body = self.model_dump(mode="json", exclude=exclude)
         return stable_hash(json.dumps(body, sort_keys=True))
 
@@ -395,6 +416,17 @@ class RunSummary(BaseModel):
 
 def stable_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def prompt_digest(text: str) -> str:
+    """The short digest an agent prompt is shown by (its sha256's first 12 hex digits)."""
+    return stable_hash(text)[:12]
+
+
+def render_agent_prompt(template: str, policy: str) -> str:
+    """An agent prompt template with the domain's policy in its place. Only the
+    placeholder is replaced: other braces in the template (JSON examples) stay as written."""
+    return template.replace(POLICY_PLACEHOLDER, policy)
 
 
 def trial_seeds(seed: int, trials: int) -> list[int]:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from passhat import metrics
 from passhat.contracts import (
+    DEFAULT_AGENT,
     TRIAL_CANCELLED,
     TRIAL_NOT_EVALUABLE,
     TRIAL_RUNNING,
@@ -126,6 +127,9 @@ class RunReport(BaseModel):
     run_id: str
     imported: bool
     departures: list[str] = Field(description="how the run departs from tau2's rules; empty: none")
+    agent: str = Field(default=DEFAULT_AGENT, description=(
+        "the agent that played: its name in tau2's agent registry, and the sha256 digest "
+        "(first 12 hex digits) of an agent prompt of the user's own"))
     completeness: Completeness
     groups: list[GroupReport]
 
@@ -210,7 +214,7 @@ def _run_report(store, run_id: str) -> RunReport:  # noqa: ANN001
     completeness = _completeness(row.status, expected, statuses, len(rows))
     return RunReport(
         run_id=run_id, imported=imported, departures=config.departures(),
-        completeness=completeness, groups=groups,
+        agent=config.agent_label(), completeness=completeness, groups=groups,
     )
 
 

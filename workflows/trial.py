@@ -44,7 +44,7 @@ class Turns:
         if r.step == 0:  # the opening: greeting or the task's initial conversation
             self._route(r)
             if r.is_stop:
-                self.termination_reason = "user_stop"
+                self.termination_reason = _stop_reason(r)
             return
         self.steps += 1
         if r.failure:
@@ -57,7 +57,7 @@ class Turns:
             self.to_role = self.caller
         else:
             if r.is_stop:
-                self.termination_reason = "user_stop"
+                self.termination_reason = _stop_reason(r)
             self._route(r)
         # tau2 checks the limits after every step that is not followed by tool execution,
         # in this order, each overriding what the step decided (a user stop on the last
@@ -76,6 +76,12 @@ class Turns:
             self.pending_tools = r.tool_names
         else:
             self.to_role = "user" if r.role == "assistant" else "assistant"
+
+
+def _stop_reason(r: StepResult) -> str:
+    """Who ended the conversation: the user (its stop tokens), or an agent of tau2's
+    registry whose is_stop said so."""
+    return "agent_stop" if r.role == "assistant" else "user_stop"
 
 
 @workflow.defn

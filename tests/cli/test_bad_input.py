@@ -153,6 +153,13 @@ CASES: list[Case] = [
          "--task-file replaces the tasks of one domain: give exactly one plain --domain with it"),
     Case("tasks-of-broken-file", ("tasks", "airline@{files}/duplicate.json"),
          "repeats the id of the task at index 0"),
+    # -- agents ------------------------------------------------------------------------------
+    run("--agent-prompt", "{files}/no-prompt.txt", run_id="agent-prompt-missing",
+        error="agent prompt {files}/no-prompt.txt: cannot read it (No such file or directory)"),
+    run("--agent-prompt", "{files}/no-placeholder.txt", run_id="agent-prompt-no-placeholder",
+        error="agent prompt {files}/no-placeholder.txt has no {policy} placeholder"),
+    run("--agent", "no_such_agent", run_id="unknown-agent",
+        error="unknown --agent 'no_such_agent'; tau2's agent registry has: llm_agent, llm_agent_gt"),
     # -- where things live -----------------------------------------------------------------
     run("--task", "0", run_id="temporal-unreachable", env={"TEMPORAL_ADDRESS": "127.0.0.1:{closed}"},
         error="cannot connect to Temporal at 127.0.0.1:{closed}", max_s=60),
@@ -203,6 +210,7 @@ def files(tmp_path_factory) -> Path:
         "unknown-task.toml": sweep + '[tasks]\nairline = ["0", "9999"]\n',
         "good.toml": f'domains = ["airline"]\n{agent}',
         "good.json": [VALID_TASK],
+        "no-placeholder.txt": "You are a helpful agent. Follow the policy.\n",
         "broken.json": '[\n  {"id": "t1"}\n',
         "object.json": {"tasks": [VALID_TASK]},
         "empty.json": [],

@@ -1,0 +1,163 @@
+"""One turn of an agent from tau2's agent registry (`--agent NAME`) as one activity.
+
+The activity rebuilds the agent and its state as the previous turn recorded it, hands it
+the user's message or its tool answers, and records the agent's message with its new
+state as the step, atomically: a turn that was recorded is never run again (not on
+retry, not after a worker died, not on resume).
+
+The model calls the agent makes go through tau2's `generate`, which is routed, while a
+turn runs, through passhat's own model-call path: tokens and cost are recorded with the
+step (and count against the budget), each call is a span in the trial's trace, and a
+provider's transient error fails the activity, so Temporal retries the whole turn; the
+agent never sees it as its own failure. An exception of the agent's own code ends the
+conversation as tau2 ends it: agent_error, reward 0, with its class and message."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio.exceptions import ApplicationError
+
+from passhat.activities.conversation import (
+    Heartbeat,
+    call_model,
+    heartbeat_every_s,
+    infrastructure_failure,
+    recorded_result,
+)
+from passhat.contracts import Message, StepRef, StepResult, TrialSpec
+from passhat.domains.registry import get_domain
+from passhat.domains.tau2_agents import (
+    AgentSetupError,
+    Tau2Agent,
+    from_tau2_reply,
+    split_turn_input,
+    to_tau2_reply,
+)
+from passhat.infra import llm, secrets
+
+
+@dataclass
+class _TurnCalls:
+    """The model calls of one turn, made from the agent's thread on the activity's loop."""
+
+    ref: StepRef
+    loop: asyncio.AbstractEventLoop
+    replies: list[llm.ModelReply] = field(default_factory=list)
+    error: llm.ModelCallError | None = None
+
+    def generate(self, model: str, messages: list[Any], tools: list[Any] | None,
+                 tool_choice: str | None, kwargs: dict[str, Any]) -> Any:
+        """tau2's generate, as passhat makes the call: the request tau2 would send."""
+        from tau2.utils.llm_utils import to_litellm_messages
+
+        # litellm's own retries are Temporal's job here; caching is not part of a request.
+        args = {k: v for k, v in kwargs.items() if k not in ("num_retries", "caching")}
+        call = call_model(
+            self.ref, "assistant", model, to_litellm_messages(messages),
+            tools=[t.openai_schema for t in tools] if tools else None,
+            model_args=args, seed=None, tool_choice=tool_choice,
+        )
+        try:
+            reply = asyncio.run_coroutine_threadsafe(call, self.loop).result()
+        except llm.ModelCallError as err:
+            self.error = self.error or err  # decides the turn, whatever the agent does with it
+            raise
+        self.replies.append(reply)
+        usage = {"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens}
+        return to_tau2_reply(reply.message, cost=reply.cost, usage=usage)
+
+
+_turn: ContextVar[_TurnCalls | None] = ContextVar("passhat_agent_turn", default=None)
+_original: list[Any] = []  # tau2's own generate, once replaced
+_route_lock = threading.Lock()
+
+
+def _generate(model: str, messages: list[Any], tools: list[Any] | None = None,
+              tool_choice: str | None = None, **kwargs: Any) -> Any:
+    calls = _turn.get()
+    if calls is None:  # not in an agent's turn (tau2's own code elsewhere in the process)
+        return _original[0](model, messages, tools=tools, tool_choice=tool_choice, **kwargs)
+    return calls.generate(model, messages, tools, tool_choice, kwargs)
+
+
+def _route_generate(modules: list[Any]) -> None:
+    """Replace tau2's generate, in tau2 and in each module of the agent that imported
+    it by name, with one that makes the call through passhat while a turn runs."""
+    import tau2.utils.llm_utils as llm_utils
+
+    with _route_lock:
+        if not _original:
+            _original.append(llm_utils.generate)
+        for module in [llm_utils, *modules]:
+            if getattr(module, "generate", None) is _original[0]:
+                module.generate = _generate
+
+
+@dataclass
+class _Turn:
+    message: Message | None = None
+    state_json: str | None = None
+    error: BaseException | None = None  # what the agent's own code raised
+
+
+def _run_turn(spec: TrialSpec, rows: list[Any], calls: _TurnCalls) -> _Turn:
+    """The agent's turn, in a worker thread (tau2's agents are synchronous)."""
+    _turn.set(calls)  # this thread's context only
+    history, incoming = split_turn_input([row.message_list() for row in rows])
+    previous = next((row.agent_turn() for row in reversed(rows) if row.agent_state_json), None)
+    state = Tau2Agent.load_state_json(previous) if previous else None
+    try:
+        agent = Tau2Agent(spec.agent, get_domain(spec.domain), spec.task_id, spec.agent_model,
+                          spec.agent_args, spec.seed)
+        _route_generate(agent.modules())
+        if state is None:
+            state = agent.initial_state(history)
+        reply, state, stop = agent.turn(incoming, state)
+    except AgentSetupError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the agent's own code: the conversation ends
+        return _Turn(error=err)
+    return _Turn(message=from_tau2_reply(reply), state_json=agent.dump_state(state, stop))
+
+
+async def agent_turn(activities: Any, ref: StepRef) -> StepResult:
+    """The step of a registered agent's turn (ConversationActivities.agent_turn)."""
+    spec = ref.trial
+    heartbeat = Heartbeat(heartbeat_every_s(spec))
+    rows = await heartbeat.around(asyncio.to_thread(activities.store.steps, spec.trial_id))
+    recorded = next((row for row in rows if row.step == ref.step), None)
+    if recorded is not None:
+        return recorded_result(recorded)
+    calls = _TurnCalls(ref, asyncio.get_running_loop())
+    try:
+        turn = await heartbeat.around(asyncio.to_thread(_run_turn, spec, rows, calls))
+    except AgentSetupError as err:  # the agent cannot be run here: not the agent's failure
+        raise ApplicationError(str(err), type="AgentSetupError", non_retryable=True) from None
+    err = calls.error
+    if err is not None and not err.model_failure:
+        raise infrastructure_failure(err, ref) from None
+    paid = {
+        "model": next((r.model for r in reversed(calls.replies) if r.model), spec.agent_model),
+        "input_tokens": sum(r.input_tokens for r in calls.replies),
+        "output_tokens": sum(r.output_tokens for r in calls.replies),
+        "cost": sum(r.cost for r in calls.replies),
+        "latency_s": sum(r.latency_s for r in calls.replies),
+        "finish_reason": calls.replies[-1].finish_reason if calls.replies else None,
+    }
+    if err is not None:  # the model's own failure (its context overflowed, ...)
+        return await activities._record_paid(
+            ref, heartbeat, "assistant", [Message(role="assistant")],
+            failure_class=err.error_class, failure=str(err), **paid)
+    if turn.error is not None:
+        message = secrets.redact(" ".join(str(turn.error).split()))[:1000]
+        return await activities._record_paid(
+            ref, heartbeat, "assistant", [Message(role="assistant")],
+            failure_class=type(turn.error).__name__,
+            failure=f"agent {spec.agent!r} raised {type(turn.error).__name__}: {message}", **paid)
+    return await activities._record_paid(
+        ref, heartbeat, "assistant", [turn.message], agent_state_json=turn.state_json, **paid)
