@@ -5,6 +5,7 @@ attributes on a Temporal cluster."""
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Optional
 
 import typer
@@ -57,10 +58,16 @@ def worker(
     # not known yet: each process loads them on first use).
     if processes > 1:
         preload([])
-    with worker_processes(processes - 1, max_concurrent_activities=max_concurrent_activities,
-                          provider_limits=limits):
-        asyncio.run(serve(max_concurrent_activities=max_concurrent_activities,
-                          provider_limits=limits, announce=True))
+    try:
+        with worker_processes(processes - 1, max_concurrent_activities=max_concurrent_activities,
+                              provider_limits=limits):
+            asyncio.run(serve(max_concurrent_activities=max_concurrent_activities,
+                              provider_limits=limits, announce=True))
+    except KeyboardInterrupt:
+        # Ctrl-C is how a worker is meant to stop, not an error: one plain line, and
+        # the shell's code for "ended by SIGINT" so a script that runs it can tell.
+        print("passhat worker stopped", file=sys.stderr)
+        raise typer.Exit(130) from None
 
 
 server_app = typer.Typer(help="Manage the embedded Temporal dev server (database and web UI under PASSHAT_HOME).", no_args_is_help=True)

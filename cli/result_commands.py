@@ -226,7 +226,8 @@ def show(
 def export(
     run_id: str = typer.Argument(..., help="Run id."),
     format: str = typer.Option("tau2", "--format", "-f", help="tau2: one file per agent model and domain in tau2's results schema (tau2 evaluate-trajs and submit read it); jsonl: one trial per line (schema in the README)."),
-    output_dir: str = typer.Option(".", "--output-dir", "-o", help="Directory to write to (created if missing)."),
+    # No -o: everywhere else -o is --output, the format of what a command prints.
+    output_dir: str = typer.Option(".", "--output-dir", help="Directory to write to (created if missing)."),
     partial: bool = typer.Option(False, "--partial", help="Export a run that has not finished: only its finished trials, in files named *.partial.*"),
 ) -> None:
     """Write a run's results to files: tau2's results schema, or JSON lines."""

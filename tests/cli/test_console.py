@@ -166,7 +166,7 @@ def test_read_only_commands_never_start_the_embedded_server(stored_run):
     assert ("workflow unknown: the embedded Temporal server is not running; "
             "`passhat server start` starts it") in status.stdout
     for args in (("runs",), ("trials", config.run_id), ("show", failed), ("report", config.run_id),
-                 ("export", config.run_id, "--partial", "-o", str(home.parent / "out"))):
+                 ("export", config.run_id, "--partial", "--output-dir", str(home.parent / "out"))):
         result = passhat(*args, env=env, timeout=60)
         assert result.returncode == 0, (args, result.stderr)
     assert not (home / "temporal.db").exists() and not (home / "temporal.pid").exists()
