@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import textwrap
 from typing import Optional
 
 import typer
@@ -14,6 +15,8 @@ from passhat.cli.common import one_line_errors, out_console
 from passhat.cli.execute import MAX_CONCURRENT_ACTIVITIES
 from passhat.cli.run_config import parse_provider_limits
 from passhat.cli.run_options import UserInputError
+
+REASON_WIDTH = 100  # `passhat tasks`: characters of a task's reason for calling
 
 
 def domains() -> None:
@@ -37,7 +40,8 @@ def tasks(domain: str = typer.Argument(..., help="Domain name.")) -> None:
         raise UserInputError(str(err))
     for task_id in d.task_ids():
         reason = (d.task(task_id).reason_for_call or "").strip().splitlines()
-        print(f"{task_id}\t{reason[0][:100] if reason else ''}")
+        # Whole words, and an ellipsis where the line was cut.
+        print(f"{task_id}\t{textwrap.shorten(reason[0], REASON_WIDTH, placeholder=' …') if reason else ''}")
 
 
 @one_line_errors
