@@ -5,6 +5,8 @@ attributes on a Temporal cluster."""
 from __future__ import annotations
 
 import asyncio
+import sys
+import textwrap
 from typing import Optional
 
 import typer
@@ -13,6 +15,8 @@ from passhat.cli.common import one_line_errors, out_console
 from passhat.cli.execute import MAX_CONCURRENT_ACTIVITIES
 from passhat.cli.run_config import parse_provider_limits
 from passhat.cli.run_options import UserInputError
+
+REASON_WIDTH = 100  # `passhat tasks`: characters of a task's reason for calling
 
 
 def domains() -> None:
@@ -36,7 +40,8 @@ def tasks(domain: str = typer.Argument(..., help="Domain name.")) -> None:
         raise UserInputError(str(err))
     for task_id in d.task_ids():
         reason = (d.task(task_id).reason_for_call or "").strip().splitlines()
-        print(f"{task_id}\t{reason[0][:100] if reason else ''}")
+        # Whole words, and an ellipsis where the line was cut.
+        print(f"{task_id}\t{textwrap.shorten(reason[0], REASON_WIDTH, placeholder=' …') if reason else ''}")
 
 
 @one_line_errors
@@ -57,10 +62,16 @@ def worker(
     # not known yet: each process loads them on first use).
     if processes > 1:
         preload([])
-    with worker_processes(processes - 1, max_concurrent_activities=max_concurrent_activities,
-                          provider_limits=limits):
-        asyncio.run(serve(max_concurrent_activities=max_concurrent_activities,
-                          provider_limits=limits, announce=True))
+    try:
+        with worker_processes(processes - 1, max_concurrent_activities=max_concurrent_activities,
+                              provider_limits=limits):
+            asyncio.run(serve(max_concurrent_activities=max_concurrent_activities,
+                              provider_limits=limits, announce=True))
+    except KeyboardInterrupt:
+        # Ctrl-C is how a worker is meant to stop, not an error: one plain line, and
+        # the shell's code for "ended by SIGINT" so a script that runs it can tell.
+        print("passhat worker stopped", file=sys.stderr)
+        raise typer.Exit(130) from None
 
 
 server_app = typer.Typer(help="Manage the embedded Temporal dev server (database and web UI under PASSHAT_HOME).", no_args_is_help=True)

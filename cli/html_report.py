@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from passhat.cli import plots
-from passhat.cli.render import trial_links
+from passhat.cli.render import error_words, trial_links
 from passhat.contracts import DEFAULT_AGENT, Message, outcome_label, trial_workflow_id
 from passhat.results.report import MISSING, REWARD_PARTS, GroupReport, Report, RunReport
 
@@ -121,10 +121,10 @@ def _status(report: Report) -> str:
     out = ['<section id="status">']
     for run in report.runs:
         c = run.completeness
+        # The note says PARTIAL itself; green only for a run that measured every trial.
         cls = "complete" if c.complete else "partial"
-        label = "" if c.complete else "PARTIAL — "
         out.append(f'<p class="{cls}">{_e(run.run_id)}{" (imported)" if run.imported else ""}: '
-                   f"{_e(label + c.note)}</p>")
+                   f"{_e(c.note)}</p>")
         if run.agent != DEFAULT_AGENT:
             out.append(f'<p class="agent">{_e(run.run_id)} agent: {_e(run.agent)}</p>')
         if run.departures:
@@ -254,7 +254,7 @@ def _trial(view: TrialView) -> str:
     breakdown = view.reward_info.get("breakdown") or {}
     parts = "".join(f'<tr><td class="l">{_e(REWARD_PARTS.get(k, k))}</td><td>{_e(v)}</td></tr>'
                     for k, v in breakdown.items())
-    error = (f"<p>{_e(view.error_side or '')} {_e(view.error_class)}: {_e(view.error)}</p>"
+    error = (f"<p>{_e(view.error_side or '')} {_e(error_words(view.error_class, view.error))}</p>"
              if view.error_class else "")
     return (
         f'<details class="trial" id="{anchor(view.trial_id)}"><summary>{_e(view.trial_id)} — '

@@ -46,9 +46,18 @@ app.add_typer(admin_commands.search_attributes_app, name="search-attributes")
 _LOADS_TAU2 = {"run", "gate", "demo", "resume", "worker", "tasks", "export", "import"}
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import version
+
+        print(f"passhat {version('passhat')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global_options(
     ctx: typer.Context,
+    _version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print passhat's version and exit."),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, show_default=False, help="Show more on the console: -v every library's warnings and passhat's info with tracebacks, -vv debug output. Everything goes to PASSHAT_HOME/logs/passhat.log anyway."),
 ) -> None:
     """Durable pass^k evaluation of tool-using AI agents on tau2 benchmarks, run as Temporal workflows."""

@@ -33,18 +33,42 @@ def _name(report: Report, group: GroupReport) -> str:
     return report.label(group) + (f" ({group.domain})" if len(domains) > 1 else "")
 
 
+# Okabe and Ito's colour-blind-safe palette, without its yellow (faint on white). Its
+# green and vermilion stay apart where two bands overlap; matplotlib's default green
+# and red blend to brown.
+COLORS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+LINESTYLES = ("-", "--", "-.", ":")
+BAND_ALPHA = 0.07  # light: where three or four bands overlap, the tint stays pale
+DODGE = 0.06  # k units between the curves at one k: equal curves side by side, not hidden
+
+
+def _style(i: int) -> dict:
+    """Series i's colour, marker and line style: no two of the first 28 series alike,
+    so a curve drawn over an equal one still shows."""
+    return {"color": COLORS[i % len(COLORS)], "marker": MARKERS[i % len(MARKERS)],
+            "linestyle": LINESTYLES[i % len(LINESTYLES)]}
+
+
 def pass_hat_figure(report: Report):  # noqa: ANN201 - a matplotlib Figure
-    """pass^k against k, one line per model (and domain), the band its 95% interval."""
+    """pass^k against k, one line per model (and domain), the band its 95% interval.
+    At each k the curves are set a little apart, so equal curves are all seen."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=100)
-    for group in report.groups():
+    drawn = [g for g in report.groups() if g.pass_hat_k]
+    for i, group in enumerate(drawn):
         ks = sorted(group.pass_hat_k, key=int)
-        if not ks:
-            continue
-        x = [int(k) for k in ks]
+        x = [int(k) + (i - (len(drawn) - 1) / 2) * DODGE for k in ks]
         est = [group.pass_hat_k[k] for k in ks]
-        line, = ax.plot(x, [e.value for e in est], marker="o", label=_name(report, group))
-        ax.fill_between(x, [e.low for e in est], [e.high for e in est], alpha=0.2, color=line.get_color())
+        style = _style(i)
+        ax.plot(x, [e.value for e in est], label=_name(report, group), markersize=5, **style)
+        low, high = [e.low for e in est], [e.high for e in est]
+        ax.fill_between(x, low, high, alpha=BAND_ALPHA, color=style["color"], linewidth=0)
+        # Each band's edges in its own colour: where bands overlap, the tints mix, and
+        # the edges still say which band ends where.
+        for edge in (low, high):
+            ax.plot(x, edge, color=style["color"], linewidth=0.7, alpha=0.6,
+                    linestyle=style["linestyle"], label="_band")
     ax.set_xlabel("k (trials that must all succeed)")
     ax.set_ylabel("pass^k")
     ax.set_ylim(-0.02, 1.02)
@@ -65,12 +89,14 @@ def cost_figure(report: Report):  # noqa: ANN201
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=100)
     groups = [g for g in report.groups() if g.k() and g.cost_per_trial is not None]
     priced = any(g.cost_per_trial for g in groups)
-    for group in groups:
+    for i, group in enumerate(groups):
         k = group.k()
         est = group.pass_hat_k[k]
         x = group.cost_per_trial if priced else (group.input_tokens_per_trial + group.output_tokens_per_trial)
+        style = _style(i)
         ax.errorbar([x], [est.value], yerr=[[est.value - est.low], [est.high - est.value]],
-                    fmt="o", capsize=4, label=f"{_name(report, group)}: pass^{k}")
+                    fmt=style["marker"], color=style["color"], capsize=4,
+                    label=f"{_name(report, group)}: pass^{k}")
     ax.set_xlabel("cost per trial (USD)" if priced else "tokens per trial (no cost recorded)")
     ax.set_ylabel("pass^k at the run's k")
     ax.set_ylim(-0.02, 1.02)

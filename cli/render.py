@@ -66,15 +66,29 @@ def _reward(row) -> str:  # noqa: ANN001
     return "-" if row.reward is None else f"{row.reward:g}"
 
 
+def error_words(error_class: str | None, error: str | None) -> str:
+    """An error on one line, its class named once. passhat's own messages begin with
+    the class ("AuthenticationError (HTTP 401) calling m: ..."), and providers' often
+    repeat it ("AuthenticationError: AuthenticationError: ...")."""
+    name = error_class or "error"
+    text = " ".join((error or "").split())
+    while text.startswith(f"{name}: "):
+        text = text[len(name) + 2:]
+    if not text:
+        return name
+    if text == name or text.startswith((f"{name} ", f"{name}:")):
+        return text
+    return f"{name}: {text}"
+
+
 def trial_rows(rows, ui: str | None, namespace: str, jaeger: str) -> list[tuple[str, ...]]:  # noqa: ANN001
     out = []
     for row in rows:
-        reason = " ".join((row.error or row.termination_reason or "").split())
+        reason = (error_words(row.error_class, row.error) if row.error
+                  else " ".join((row.termination_reason or "").split()))
         temporal, jaeger_link = trial_links(row, ui, namespace, jaeger)
-        named = row.error_class and row.error and not reason.startswith(f"{row.error_class}: ")
         out.append((
-            row.trial_id, outcome_label(row.status, row.reward), _reward(row),
-            (f"{row.error_class}: " if named else "") + reason[:300],
+            row.trial_id, outcome_label(row.status, row.reward), _reward(row), reason[:300],
             temporal, jaeger_link,
         ))
     return out
@@ -137,13 +151,10 @@ def trials_json(run_id: str, rows, ui: str | None, namespace: str, jaeger: str) 
 
 def not_evaluable_line(row) -> str:  # noqa: ANN001 - a TrialRow
     """The console's one line for a trial that could not be evaluated."""
-    error_class = row.error_class or "error"
-    error = " ".join((row.error or "").split())
-    while error.startswith(f"{error_class}: "):  # providers' messages often repeat it
-        error = error[len(error_class) + 2:]
+    error = error_words(row.error_class, row.error)
     if len(error) > 200:
         error = error[:197] + "..."
-    return f"not evaluable: {row.trial_id}: {error_class}: {error}"
+    return f"not evaluable: {row.trial_id}: {error}"
 
 
 def progress_fields(progress, eta_s: float | None) -> dict[str, str]:  # noqa: ANN001 - a RunProgress
@@ -186,7 +197,7 @@ def transcript(trial, steps, console: Console) -> None:  # noqa: ANN001
     )
     if trial.error:
         what = "not evaluable" if trial.status == TRIAL_NOT_EVALUABLE else f"{trial.error_side or 'model'} failure"
-        console.print(f"[red]{what}: {escape(f'{trial.error_class}: {trial.error}')}[/]", highlight=False)
+        console.print(f"[red]{what}: {escape(error_words(trial.error_class, trial.error))}[/]", highlight=False)
     names = {"assistant": "agent", "user": "user", "tool": "tool"}
     for step in steps:
         for m in step.message_list():
@@ -308,7 +319,7 @@ def report_table(report, by: str, console: Console) -> None:  # noqa: ANN001 - a
             for line in _group_facts(group):
                 say("  " + line)
             if by == "task":
-                table = Table(caption=OUTCOME_LEGEND)
+                table = Table()
                 for col in _task_columns(group):
                     table.add_column(col, overflow="fold", justify="left" if col in ("task", "trials") else "right")
                 for row in _task_rows(group):
@@ -321,13 +332,19 @@ def report_table(report, by: str, console: Console) -> None:  # noqa: ANN001 - a
                     table.add_row(*row)
             if table.rows:
                 console.print(table)
+                if by == "task":  # a line of its own: a caption would wrap to the table's width
+                    say("  trials: " + OUTCOME_LEGEND, "dim")
             for line in _failure_lines(group):
                 say("  " + line)
     if report.comparisons:
         console.print()
         say(f"paired differences: per-task pass^1, a - b, over shared tasks ({report.confidence:.0%} CI)", "bold")
-        for comparison in report.comparisons:
-            say("  " + comparison.statement)
+        # Short lines: one sentence would be twice the width of a terminal.
+        for c in report.comparisons:
+            say(f"  a {report.label(c.a)}")
+            say(f"  b {report.label(c.b)} on {c.domain}")
+            say(f"    a - b: {c.measured()}")
+            say(f"    {c.verdict()}")
 
 
 def _md(cells) -> str:  # noqa: ANN001
@@ -339,14 +356,16 @@ def _md_table(columns, rows) -> list[str]:  # noqa: ANN001
 
 
 def report_markdown(report, by: str) -> str:  # noqa: ANN001
-    out = [f"pass^k: mean over tasks; CI: {report.confidence:.0%} bootstrap interval over tasks "
+    # The title first: a markdown viewer takes the first heading for the document's name.
+    out = [f"# passhat report {', '.join(r.run_id for r in report.runs)}", "",
+           f"pass^k: mean over tasks; CI: {report.confidence:.0%} bootstrap interval over tasks "
            f"({report.resamples} resamples)", ""]
     for run in report.runs:
         header = _run_header(run)
-        out += [f"# {header[0]}", "", *(f"**{line}**" if not run.completeness.complete else line
-                                          for line in header[1:]), ""]
+        out += [f"## run {run.run_id}" + (" (imported)" if run.imported else ""), "",
+                *(f"**{line}**" if not run.completeness.complete else line for line in header[1:]), ""]
         for group in run.groups:
-            out += [f"## {_group_title(report, group)}", "", *(f"- {line}" for line in _group_facts(group)), ""]
+            out += [f"### {_group_title(report, group)}", "", *(f"- {line}" for line in _group_facts(group)), ""]
             if by == "task":
                 out += [f"Trials: {OUTCOME_LEGEND}", ""]
                 out += _md_table(_task_columns(group), [(f"`{r[0]}`", f"`{r[1]}`", *r[2:]) for r in _task_rows(group)])
@@ -354,7 +373,7 @@ def report_markdown(report, by: str) -> str:  # noqa: ANN001
                 out += _md_table(("k", "pass^k", "95% CI", "pass@k"), _curve_rows(group))
             out += [f"{'  ' if line.startswith(' ') else ''}- {line.strip()}" for line in _failure_lines(group)] + [""]
     if report.comparisons:
-        out += ["# Paired differences", "",
+        out += ["## Paired differences", "",
                 f"Per-task pass^1, a - b, over shared tasks ({report.confidence:.0%} CI).", ""]
         out += [f"- {c.statement}" for c in report.comparisons] + [""]
     return "\n".join(out)

@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from passhat.cli.common import check_output, err_console, existing_run, fail, one_line_errors, open_store, out_console
 from passhat.cli.run_options import UserInputError
+from passhat.contracts import TRIAL_CANCELLED, TRIAL_RUNNING
 
 
 @one_line_errors
@@ -101,7 +102,7 @@ async def _workflow_status(run_id: str) -> str | None:
 def report(
     run_ids: list[str] = typer.Argument(..., metavar="RUN", help="Run ids; with two or more, or one run of several agent models, models are compared task by task."),
     output: str = typer.Option("table", "--output", "-o", help="table (fits 80 columns), json (schema in the README), csv, markdown or html (one self-contained file)."),
-    by: str = typer.Option("model", "--by", help="model: pass^k curves per model and domain; task: one row per task (table, csv, markdown)."),
+    by: Optional[str] = typer.Option(None, "--by", show_default="model", help="model: pass^k curves per model and domain; task: one row per task (table, csv and markdown only: json and html always have both)."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Also draw pass^k against k per model, with confidence bands, to this .png (or .svg, .pdf) file."),
     out: Optional[str] = typer.Option(None, "--out", help="Write the report to this file instead of stdout."),
 ) -> None:
@@ -114,16 +115,23 @@ def report(
 
     if output not in OUTPUTS:
         raise UserInputError(f"--output must be one of {', '.join(OUTPUTS)}, got '{output}'")
-    if by not in GROUPINGS:
+    if by is not None and by not in GROUPINGS:
         raise UserInputError(f"--by must be one of {', '.join(GROUPINGS)}, got '{by}'")
+    if by is not None and output in ("json", "html"):
+        raise UserInputError(f"--by applies to table, csv and markdown; -o {output} always has "
+                             "both views (per model and per task): leave --by out")
     if plot is not None and Path(plot).suffix.lower() not in PLOT_SUFFIXES:
         raise UserInputError(f"--plot must name a {', '.join(PLOT_SUFFIXES)} file, got '{plot}'")
+    # Before anything is printed: a report followed by an error reads as a failed report.
+    for option, path in (("--out", out), ("--plot", plot)):
+        if path is not None:
+            _check_writable(option, Path(path))
     store = open_store()
     for run_id in run_ids:
         existing_run(store, run_id)
     result = build_report(store, run_ids)
     try:
-        _write_report(store, result, output, by, out)
+        _write_report(store, result, output, by or "model", out)
         if plot is not None:
             from passhat.cli import plots
 
@@ -136,15 +144,31 @@ def report(
                               f"{escape(run.completeness.note)}", highlight=False)
 
 
+def _check_writable(option: str, path: Path) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise UserInputError(f"cannot write {option} {path}: no folder {folder}")
+    if path.is_dir():
+        raise UserInputError(f"cannot write {option} {path}: it is a folder")
+    if not os.access(path if path.exists() else folder, os.W_OK):
+        raise UserInputError(f"cannot write {option} {path}: permission denied")
+
+
+# The table's width on a terminal is the terminal's; in a file or a pipe, the 80
+# columns it promises.
+TABLE_WIDTH = 80
+
+
 def _write_report(store, result, output: str, by: str, out: str | None) -> None:  # noqa: ANN001 - a Store, a Report
     from passhat.cli import render
 
     if output == "table":
         if out is None:
-            render.report_table(result, by, out_console)
+            render.report_table(result, by, out_console if out_console.is_terminal
+                                else Console(width=TABLE_WIDTH, soft_wrap=False))
             return
         with open(out, "w") as f:
-            render.report_table(result, by, Console(file=f, width=100))
+            render.report_table(result, by, Console(file=f, width=TABLE_WIDTH))
         return
     if output == "html":
         from passhat.cli import html_report
@@ -213,20 +237,27 @@ def show(
     trial = store.get_trial(trial_id)
     if trial is None:
         fail(f"no trial '{trial_id}'; `passhat trials RUN` lists a run's trial ids")
+    steps = store.steps(trial_id)
+    if trial.status in (TRIAL_RUNNING, TRIAL_CANCELLED):
+        # A trial's row gets its totals when it ends; until then its steps hold them.
+        trial = trial.model_copy(update={
+            "n_steps": len(steps), "input_tokens": sum(s.input_tokens for s in steps),
+            "output_tokens": sum(s.output_tokens for s in steps), "cost": sum(s.cost for s in steps)})
     if output == "json":
         from passhat.results.jsonl import jsonl_line
 
-        print(json.dumps({**jsonl_line(trial.run_id, trial, store.steps(trial_id)),
+        print(json.dumps({**jsonl_line(trial.run_id, trial, steps),
                           "attempts": trial.attempts, "n_steps": trial.n_steps}))
         return
-    transcript(trial, store.steps(trial_id), out_console)
+    transcript(trial, steps, out_console)
 
 
 @one_line_errors
 def export(
     run_id: str = typer.Argument(..., help="Run id."),
     format: str = typer.Option("tau2", "--format", "-f", help="tau2: one file per agent model and domain in tau2's results schema (tau2 evaluate-trajs and submit read it); jsonl: one trial per line (schema in the README)."),
-    output_dir: str = typer.Option(".", "--output-dir", "-o", help="Directory to write to (created if missing)."),
+    # No -o: everywhere else -o is --output, the format of what a command prints.
+    output_dir: str = typer.Option(".", "--output-dir", help="Directory to write to (created if missing)."),
     partial: bool = typer.Option(False, "--partial", help="Export a run that has not finished: only its finished trials, in files named *.partial.*"),
 ) -> None:
     """Write a run's results to files: tau2's results schema, or JSON lines."""

@@ -40,7 +40,7 @@ def start_worker_processes(
     """Fork n worker processes on the default task queue (and the capped providers'
     queues). They share this process's environment (results store, Temporal address,
     provider keys) and end with it. Their output goes to worker-<pid>-<i>.log files in
-    PASSHAT_HOME/logs. Returns their pids."""
+    PASSHAT_HOME/logs, removed at exit when nothing was written. Returns their pids."""
     if n <= 0:
         return []
     if threading.active_count() > 1:  # a thread's locks would stay locked in the child
@@ -86,7 +86,7 @@ def _worker_child(log: Path, parent: int, max_concurrent_activities: int,
             os._exit(0)
         # Stopped (by the parent, or the parent's death): send the spans still buffered,
         # such as the root spans of trials this process scored, then end at once.
-        signal.signal(signal.SIGTERM, _flush_and_exit)
+        signal.signal(signal.SIGTERM, lambda *_: _flush_and_exit(log, 0))
         asyncio.run(serve(max_concurrent_activities=max_concurrent_activities,
                           provider_limits=provider_limits))
         status = 0
@@ -95,19 +95,23 @@ def _worker_child(log: Path, parent: int, max_concurrent_activities: int,
     except BaseException:  # noqa: BLE001 - into the worker's log, then out
         traceback.print_exc()
     finally:
-        from passhat.infra import tracing
-
-        tracing.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)  # never return into the parent's code
+        _flush_and_exit(log, status)  # never return into the parent's code
 
 
-def _flush_and_exit(*_: object) -> NoReturn:
+def _flush_and_exit(log: Path, status: int) -> NoReturn:
     from passhat.infra import tracing
 
     tracing.shutdown()
-    os._exit(0)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Most workers never print a line (their records go to passhat.log): an empty log
+    # would only pile up, one per worker process of every run.
+    try:
+        if log.stat().st_size == 0:
+            log.unlink()
+    except OSError:
+        pass
+    os._exit(status)
 
 
 def stop_worker_processes(pids: list[int], grace_s: float = 10.0) -> None:

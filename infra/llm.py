@@ -119,8 +119,8 @@ def view_for(perspective: Perspective, messages: list[Message]) -> list[dict[str
 def parse_reply(response: Any, role: Perspective) -> tuple[Message, str | None]:
     """Turn a litellm ModelResponse into our Message. Never raises on malformed output:
     arguments that are not a JSON object (tau2 parses them with json.loads, so "" is
-    invalid too) are kept as text on the call, for the conversation step to judge; no
-    choices gives an empty message."""
+    invalid too) are kept as text on the call, for the conversation step to judge. A
+    response without choices is the caller's to refuse (complete raises on it)."""
     choices = getattr(response, "choices", None) or []
     if not choices:
         return Message(role=role, content=None), None
@@ -248,6 +248,15 @@ async def _complete_once(
     except Exception as exc:  # classified, then re-raised as ModelCallError
         raise classify(exc, model) from exc
     latency = time.monotonic() - start
+    if not (getattr(response, "choices", None) or []):
+        # tau2's generate takes choices[0]: an answer without any raises there, before
+        # its check for an empty reply, and the simulation ends on that error, unscored.
+        # So here: not the model's empty message, but a call that got no answer, which
+        # tau2 does not ask again for either.
+        raise ModelCallError(
+            f"EmptyChoices calling {model}: the provider answered with no choices",
+            error_class="EmptyChoices", transient=False,
+        )
     message, finish = parse_reply(response, role)
     tokens_in, tokens_out = _usage(response)
     return ModelReply(

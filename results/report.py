@@ -112,7 +112,7 @@ class GroupReport(BaseModel):
 
 
 class Completeness(BaseModel):
-    complete: bool
+    complete: bool = Field(description="the run has finished and every trial it expects is scored")
     run_status: str = Field(description="running, completed, cancelled, failed or imported")
     expected: int
     scored: int
@@ -151,6 +151,14 @@ class Comparison(BaseModel):
     difference: Estimate
     distinguishable: bool = Field(description="the confidence interval excludes 0")
     statement: str
+
+    def measured(self) -> str:
+        d = self.difference
+        return f"{self.metric} {d.value:+.3f} [{d.low:+.3f}, {d.high:+.3f}] over {self.shared_tasks} shared tasks"
+
+    def verdict(self) -> str:
+        return ("distinguishable from noise (the 95% interval excludes 0)" if self.distinguishable else
+                "not distinguishable from noise (the 95% interval includes 0)")
 
 
 class Report(BaseModel):
@@ -290,14 +298,17 @@ def _completeness(run_status: str, expected: int, statuses: Counter, recorded: i
     running, cancelled = statuses[TRIAL_RUNNING], statuses[TRIAL_CANCELLED]
     never = max(0, expected - recorded)
     missing = expected - scored - not_eval
-    complete = run_status in ("completed", "imported") and missing == 0
+    # A not-evaluable trial is a measurement the run lacks, as an unfinished one is: a
+    # run whose trials were all not evaluable has measured nothing, and is not complete.
+    complete = run_status in ("completed", "imported") and scored == expected
     if complete:
         note = f"complete: {scored} of {expected} trials scored"
     else:
         why = ", ".join(f"{n} {what}" for n, what in (
             (running, "running"), (cancelled, "cancelled"), (never, "never started")) if n)
-        note = (f"PARTIAL: run {run_status}, {scored} of {expected} trials scored, "
-                f"{missing} missing" + (f" ({why})" if why else ""))
+        note = f"PARTIAL: run {run_status}, {scored} of {expected} trials scored"
+        if missing:
+            note += f", {missing} missing" + (f" ({why})" if why else "")
     if not_eval:
         note += f"; {not_eval} not evaluable (left out of pass^k)"
     return Completeness(
@@ -320,20 +331,17 @@ def _comparisons(report: Report) -> list[Comparison]:
             if paired is None:
                 continue
             d = paired.difference
-            verdict = ("distinguishable from noise (the 95% interval excludes 0)"
-                       if d.excludes_zero() else
-                       "not distinguishable from noise (the 95% interval includes 0)")
-            statement = (f"{report.label(a)} - {report.label(b)} on {a.domain}: pass^1 "
-                         f"{d.value:+.3f} [{d.low:+.3f}, {d.high:+.3f}] over "
-                         f"{paired.shared_tasks} shared tasks: {verdict}")
-            out.append(Comparison(
+            comparison = Comparison(
                 domain=a.domain,
                 a=GroupRef(run_id=a.run_id, agent_model=a.agent_model, user_model=a.user_model),
                 b=GroupRef(run_id=b.run_id, agent_model=b.agent_model, user_model=b.user_model),
                 shared_tasks=paired.shared_tasks,
                 difference=Estimate(value=d.value, low=d.low, high=d.high),
-                distinguishable=d.excludes_zero(), statement=statement,
-            ))
+                distinguishable=d.excludes_zero(), statement="",
+            )
+            comparison.statement = (f"{report.label(a)} - {report.label(b)} on {a.domain}: "
+                                    f"{comparison.measured()}: {comparison.verdict()}")
+            out.append(comparison)
     return out
 
 

@@ -21,6 +21,38 @@ def test_help_does_not_import_tau2_or_litellm():
     assert result.returncode == 0 and "run" in result.stdout and "demo" in result.stdout
 
 
+def test_version():
+    from importlib.metadata import version
+
+    result = passhat("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"passhat {version('passhat')}\n"
+
+
+def test_dash_o_is_the_output_format_wherever_it_is_an_option():
+    """-o is --output (the format of what a command prints) on every command that has
+    it; export's directory has only its long name."""
+    import typer
+
+    from passhat.cli.main import app
+
+    def commands(group, path=()):  # noqa: ANN001, ANN202
+        for name, command in group.commands.items():
+            if hasattr(command, "commands"):
+                yield from commands(command, (*path, name))
+            else:
+                yield (*path, name), command
+
+    with_o = {}
+    for path, command in commands(typer.main.get_command(app)):
+        for param in command.params:
+            if "-o" in param.opts:
+                with_o[" ".join(path)] = param.opts
+    assert {"run", "status", "report"} <= set(with_o), with_o
+    assert all(opts == ["--output", "-o"] for opts in with_o.values()), with_o
+    assert "export" not in with_o
+
+
 def test_run_json_prints_exactly_one_object(env):
     result = passhat(
         "run", "--domain", "airline", "--task", "0", "--task", "1",

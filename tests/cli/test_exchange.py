@@ -101,7 +101,7 @@ async def test_tau2_evaluate_trajs_recomputes_every_reward(client, tmp_path_fact
 
     db_url, run_id = await noisy_run(client, tmp_path_factory)
     env = cli_env(db_url, tmp_path)
-    exported = passhat("export", run_id, "--format", "tau2", "-o", str(tmp_path / "out"), env=env)
+    exported = passhat("export", run_id, "--format", "tau2", "--output-dir", str(tmp_path / "out"), env=env)
     assert exported.returncode == 0, exported.stderr
     [path] = exported.stdout.split()
     assert Path(path).name == f"{run_id}__scripted_noisy-0.6__airline.json"
@@ -139,7 +139,7 @@ async def test_export_import_report_round_trip(client, tmp_path_factory, tmp_pat
     read-only command, refuses resume and cancel, and importing it again changes nothing."""
     db_url, run_id = await noisy_run(client, tmp_path_factory)
     source_env = cli_env(db_url, tmp_path)
-    exported = passhat("export", run_id, "-o", str(tmp_path / "out"), env=source_env)
+    exported = passhat("export", run_id, "--output-dir", str(tmp_path / "out"), env=source_env)
     assert exported.returncode == 0, exported.stderr
     [path] = exported.stdout.split()
 
@@ -177,7 +177,7 @@ async def test_export_import_report_round_trip(client, tmp_path_factory, tmp_pat
     assert shown.returncode == 0 and "Hi! How can I help you today?" in shown.stdout
 
     # The imported run exports to the same simulations.
-    re_exported = passhat("export", new_id, "-o", str(tmp_path / "again"), env=env)
+    re_exported = passhat("export", new_id, "--output-dir", str(tmp_path / "again"), env=env)
     assert re_exported.returncode == 0, re_exported.stderr
     first, second = (json.loads(Path(p).read_text()) for p in (path, re_exported.stdout.strip()))
     assert first["info"] == second["info"] and first["tasks"] == second["tasks"]
@@ -194,7 +194,7 @@ async def test_full_airline_run_passes_tau2_submit(client, tmp_path_factory, tmp
     db_url, run_id = await scripted_run(client, tmp_path_factory, "airline-full", limit=None,
                                         trials=4, concurrency=32)
     env = cli_env(db_url, tmp_path)
-    exported = passhat("export", run_id, "-o", str(tmp_path / "out"), env=env)
+    exported = passhat("export", run_id, "--output-dir", str(tmp_path / "out"), env=env)
     assert exported.returncode == 0, exported.stderr
     [path] = exported.stdout.split()
     submission = tmp_path / "submission"
@@ -263,11 +263,11 @@ def test_export_of_an_unfinished_run_needs_partial_and_keeps_secrets_out(tmp_pat
     })
     env = cli_env(db_url, tmp_path)
     out = tmp_path / "out"
-    line = one_error_line(passhat("export", run_id, "-o", str(out), env=env))
+    line = one_error_line(passhat("export", run_id, "--output-dir", str(out), env=env))
     assert f"run {run_id} is running (3/4 trials finished)" in line and "--partial" in line
     assert not out.exists()
 
-    partial = passhat("export", run_id, "-o", str(out), "--partial", env=env)
+    partial = passhat("export", run_id, "--output-dir", str(out), "--partial", env=env)
     assert partial.returncode == 0, partial.stderr
     [path] = partial.stdout.split()
     assert path.endswith(f"{run_id}__scripted_oracle__airline.partial.json")
@@ -286,7 +286,7 @@ def test_export_of_an_unfinished_run_needs_partial_and_keeps_secrets_out(tmp_pat
     assert first["messages"][1]["usage"] == {"completion_tokens": 2, "prompt_tokens": 10}
     assert (first["agent_cost"], first["user_cost"]) == (pytest.approx(0.02), pytest.approx(0.01))
 
-    lines = passhat("export", run_id, "--format", "jsonl", "-o", str(out), "--partial", env=env)
+    lines = passhat("export", run_id, "--format", "jsonl", "--output-dir", str(out), "--partial", env=env)
     assert lines.returncode == 0, lines.stderr
     [jsonl] = lines.stdout.split()
     assert jsonl.endswith(f"{run_id}.partial.jsonl")
@@ -322,9 +322,9 @@ def test_tau_bench_file_imports_with_the_papers_pass_hat(tmp_path):
     assert "v1/gpt-4o/tau-bench-airline/5/trial-0\tfailure\t0\tTauBenchError: litellm.RateLimitError" in trials.stdout
     shown = passhat("show", "v1/gpt-4o/tau-bench-airline/0/trial-1", env=env)
     assert shown.returncode == 0 and "calls get_reservation_details" in shown.stdout
-    line = one_error_line(passhat("export", "v1", "-o", str(tmp_path / "out"), env=env))
+    line = one_error_line(passhat("export", "v1", "--output-dir", str(tmp_path / "out"), env=env))
     assert "from a tau-bench v1 file" in line and "--format jsonl" in line
-    jsonl = passhat("export", "v1", "--format", "jsonl", "-o", str(tmp_path / "out"), env=env)
+    jsonl = passhat("export", "v1", "--format", "jsonl", "--output-dir", str(tmp_path / "out"), env=env)
     assert jsonl.returncode == 0 and len(Path(jsonl.stdout.strip()).read_text().splitlines()) == 18
 
 
@@ -353,7 +353,7 @@ def _bad_input_cases(tmp_path: Path) -> dict[str, tuple[tuple[str, ...], str]]:
         "mixed-domains": (("import", put("mixed.json", json.dumps(mixed))),
                           "mixes domains in one tau-bench file (airline: results 0; retail: results 1)"),
         "one-bad-of-two": (("import", str(TAU2_MOCK_RESULTS), put("bad2.json", "[1, 2")), "is truncated"),
-        "running-run": (("export", "synthetic", "-o", str(tmp_path / "never")),
+        "running-run": (("export", "synthetic", "--output-dir", str(tmp_path / "never")),
                         "run synthetic is running (3/4 trials finished)"),
         "run-id-taken": (("import", str(TAU2_MOCK_RESULTS), "--run-id", "synthetic"),
                          "run synthetic already exists in the results store"),

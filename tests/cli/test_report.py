@@ -130,7 +130,8 @@ def test_paired_comparisons_within_and_across_runs(runs, env):
     assert vs.difference.value == pytest.approx(sum(1 - t.pass_hat_k["1"] for t in noisy.task_results) / 4)
     assert vs.distinguishable == (vs.difference.low > 0 or vs.difference.high < 0)
     table = passhat("report", runs.sweep, runs.other, env=env)
-    assert f"{runs.sweep}:scripted/oracle - {runs.other}:scripted/oracle on airline: pass^1 +0.000" in table.stdout
+    assert (f"  a {runs.sweep}:scripted/oracle\n  b {runs.other}:scripted/oracle on airline\n"
+            "    a - b: pass^1 +0.000") in table.stdout
 
 
 def test_bad_options_are_one_line(runs, env):

@@ -97,15 +97,21 @@ async def pids_polling(address: str) -> set[int]:
     return pids(await activity_pollers(address))
 
 
+async def all_polling(address: str, worker, processes: int) -> set[int]:  # noqa: ANN001 - a WorkerProcess
+    """Once `passhat worker --processes N` and its N-1 children all poll: the children."""
+    # Several processes import tau2 at once: on a busy machine that takes a while.
+    await until(lambda: len(children_of(worker.pid)) == processes - 1, "the worker children", 60)
+    children = children_of(worker.pid)
+    await until(async_equal(lambda: pids_polling(address), {worker.pid, *children}),
+                "the parent and its children polling", 240)
+    return children
+
+
 async def test_worker_processes_share_the_work_and_end_with_their_parent(fresh_temporal_server, tmp_path):
     address = fresh_temporal_server.address
     for ph in stopping_workers(Passhat(home=tmp_path / "home", temporal_address=address)):
         worker = ph.start_worker("--processes", "3")
-        # Three processes import tau2 at once: on a busy machine that takes a while.
-        await until(lambda: len(children_of(worker.pid)) == 2, "two worker children", 60)
-        children = children_of(worker.pid)
-        await until(async_equal(lambda: pids_polling(address), {worker.pid, *children}),
-                    "the parent and both children polling", 240)
+        children = await all_polling(address, worker, 3)
 
         started = ph.cli("run", *RUN, "--run-id", "spread", "--detach")
         assert started.returncode == 0, started.stderr
@@ -157,3 +163,21 @@ async def test_run_with_workers_runs_them_and_leaves_none_behind(fresh_temporal_
     assert proc.returncode == 0, err
     assert json.loads(out)["results"][0]["evaluable"] == 4
     assert not alive(children)  # the extra workers stopped when the run finished
+
+
+async def test_ctrl_c_stops_a_worker_quietly_and_leaves_no_empty_logs(fresh_temporal_server, tmp_path):
+    """Ctrl-C is the documented way to stop `passhat worker`: no "error:" line, the
+    shell's exit code for SIGINT, and the children's logs, which nothing was written
+    to, are not left behind."""
+    address = fresh_temporal_server.address
+    for ph in stopping_workers(Passhat(home=tmp_path / "home", temporal_address=address)):
+        worker = ph.start_worker("--processes", "2")
+        children = await all_polling(address, worker, 2)
+        logs = ph.home / "logs"
+        [child_log] = logs.glob("worker-*.log")  # the child writes there while it runs
+        os.kill(worker.pid, signal.SIGINT)
+        worker.proc.wait(60)
+        assert worker.proc.returncode == 130, worker.output()
+        assert "error" not in worker.output() and "passhat worker stopped" in worker.output(), worker.output()
+        assert not alive(children)
+        assert not child_log.exists(), child_log.read_text()

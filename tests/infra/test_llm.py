@@ -46,10 +46,16 @@ async def test_invalid_json_arguments_are_kept_not_raised():
     assert call0.requestor == "user"
 
 
-async def test_empty_choices_give_an_empty_message():
+async def test_empty_choices_are_an_error_as_in_tau2():
+    """tau2's generate fails on `choices: []` (choices[0]) before its empty-reply check:
+    a call without an answer, not the model's empty message, and not asked again."""
     with FaultServer(faults=["empty_choices"]) as srv:
-        reply = await call(srv)
-    assert not reply.message.has_text() and not reply.message.is_tool_call()
+        with pytest.raises(llm.ModelCallError) as raised:
+            await call(srv)
+        assert srv.received == 1
+    err = raised.value
+    assert (err.error_class, err.transient, err.model_failure) == ("EmptyChoices", False, False)
+    assert str(err) == "EmptyChoices calling openai/m: the provider answered with no choices"
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ UNKNOWN_TOOL = {"tool_calls": [{"name": "teleport_user", "arguments": "{}"}]}
     [
         (BAD_ARGS, None, "agent_error", "InvalidToolArguments", 1),
         (EMPTY_ARGS, None, "agent_error", "InvalidToolArguments", 1),  # json.loads("") fails
-        ("ok", lambda n, body: "empty_choices", "agent_error", "EmptyReply", 4),  # 3 resends
+        ({"content": ""}, None, "agent_error", "EmptyReply", 4),  # 3 resends, as tau2's generate
         ("ok", lambda n, body: "context_window", "agent_error", "ContextWindowExceededError", 1),
         (UNKNOWN_TOOL, None, "too_many_errors", None, 3),  # a tool error each, max_errors 3
     ],
@@ -66,3 +66,19 @@ async def test_lenient_tool_arguments_is_an_opt_in_departure(client, sqlite_stor
     # The departure is part of what the run measures: it is in the fingerprint.
     strict = cfg.model_copy(update={"lenient_tool_arguments": False})
     assert strict.fingerprint() != cfg.fingerprint()
+
+
+async def test_an_answer_without_choices_is_not_evaluable(client, sqlite_store):
+    """tau2 fails the simulation on `choices: []` (its generate takes choices[0]) and
+    scores nothing: the trial is not evaluable, at once, not the agent's EmptyReply."""
+    with FaultServer(responder=lambda body: "ok", faults=lambda n, body: "empty_choices") as srv:
+        cfg = config(
+            agent_models=["openai/broken"], task_ids=["1"],
+            agent_args=f'{{"api_base": "{srv.url}/v1", "api_key_env": "PASSHAT_TEST_API_KEY"}}',
+        )
+        summary = await run_to_end(client, sqlite_store, cfg)
+        assert srv.received == 1  # neither resent as an empty reply nor retried
+    [row] = summary.results
+    assert (row.evaluable, row.pass_hat_k) == (0, {})
+    [trial] = sqlite_store.trials(cfg.run_id)
+    assert (trial.status, trial.reward, trial.error_class) == ("not_evaluable", None, "EmptyChoices")
