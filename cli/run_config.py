@@ -67,6 +67,22 @@ def check_model(model: str, option: str) -> None:
         )
 
 
+def check_api_base(value: Any, option: str) -> None:
+    """Refuse an api_base no request can be sent to (every call would fail, reported by
+    litellm as a connection error)."""
+    from urllib.parse import urlsplit
+
+    try:
+        url = urlsplit(value) if isinstance(value, str) else None
+        valid = url is not None and url.scheme in ("http", "https") and bool(url.hostname)
+        valid = valid and (url.port is None or url.port > 0)  # .port raises past 65535
+    except ValueError:
+        valid = False
+    if not valid:
+        raise UserInputError(f"{option}: api_base {json.dumps(value)} is not an http(s) URL "
+                             "such as http://127.0.0.1:8000/v1")
+
+
 def check_keys(config: RunConfig) -> None:
     """Refuse a run whose models' keys are not in this environment, which the workers
     this command starts inherit: every call would fail (litellm's openai client reports
@@ -250,5 +266,7 @@ def _model_args(args: str | dict[str, Any] | None, option: str) -> dict[str, Any
     unless it sets one."""
     parsed = dict(args) if isinstance(args, dict) else parse_json_object(args, option)
     refuse_secrets(parsed, option)
+    if "api_base" in parsed:
+        check_api_base(parsed["api_base"], option)
     parsed.setdefault("temperature", DEFAULT_TEMPERATURE)
     return parsed
