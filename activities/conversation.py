@@ -205,6 +205,8 @@ class ConversationActivities:
                 tools=tools, model_args=args, seed=spec.seed,
             ))
         except llm.ModelCallError as err:
+            if err.transient:
+                await self._say_retrying(ref, err)
             if not err.model_failure:  # the infrastructure's: retried, or not evaluable
                 raise infrastructure_failure(err, ref) from None
             # The model's own failure: recorded as its step, and the conversation ends.
@@ -212,6 +214,8 @@ class ConversationActivities:
                 ref, heartbeat, role, [Message(role=role)],
                 model=model, failure_class=err.error_class, failure=str(err),
             )
+        if activity.info().attempt > 1:  # earlier attempts may have said they were retrying
+            await self._say_retrying(ref, None)
         failure_class, failure = model_failure(reply.message, spec) or (None, None)
         return await self._record_paid(
             ref,
@@ -227,6 +231,21 @@ class ConversationActivities:
             failure_class=failure_class,
             failure=failure,
         )
+
+    async def _say_retrying(self, ref: StepRef, err: llm.ModelCallError | None) -> None:
+        """Note on the trial that its model call is being retried after `err` (or, with
+        None, no longer is), for the progress line and `passhat status` of any process.
+        Only the error's class and status are kept: the provider's text stays in the
+        activity's failure. A store that cannot take the note changes nothing else."""
+        trial_id = ref.trial.trial_id
+        try:
+            if err is None:
+                await asyncio.to_thread(self.store.clear_retry, trial_id)
+            else:
+                label = err.error_class + (f" (HTTP {err.status_code})" if err.status_code else "")
+                await asyncio.to_thread(self.store.note_retry, trial_id, activity.info().attempt, label)
+        except StoreError as store_err:
+            activity.logger.warning("retry of %s#%s not noted: %s", trial_id, ref.step, store_err)
 
     async def _record_paid(self, ref: StepRef, heartbeat: Heartbeat, role: str, messages: list[Message],
                            **details) -> StepResult:  # noqa: ANN003

@@ -48,7 +48,7 @@ async def execute(config, *, detach: bool, output: str, resume: bool = False,
                   preview: bool = False, yes: bool = False):  # noqa: ANN001, ANN202
     """Start (or attach to, or with `resume` restart) the run's workflow; unless
     detached, serve it with a worker in this process and follow it to its summary."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
     from passhat.workflows.client import follow, start_run
     from passhat.cli.run_config import provider_limit_args
@@ -72,11 +72,13 @@ async def execute(config, *, detach: bool, output: str, resume: bool = False,
                               f"`passhat worker {' '.join(provider_limit_args(config.provider_limits))}`",
                               highlight=False)
         return None
-    from passhat.cli.render import not_evaluable_line, progress_fields, workflow_link
+    from passhat.cli.render import not_evaluable_line, progress_fields, progress_with_note, retry_line, workflow_link
 
     if ui:
         err_console.print(f"Temporal UI: {workflow_link(ui, config.run_id)}", soft_wrap=True)
-    progress = Progress(
+    # Under the bar: the model calls being retried, if any (a provider answering 500 to
+    # every call would otherwise leave the bar still, with no sign of why).
+    progress = progress_with_note(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
         TextColumn("pass^1 {task.fields[pass1]}  not evaluable {task.fields[not_evaluable]}  "
                    "${task.fields[cost]}  {task.fields[eta]}"),
@@ -90,6 +92,7 @@ async def execute(config, *, detach: bool, output: str, resume: bool = False,
 
         def update(p, eta_s) -> None:  # noqa: ANN001 - a store.RunProgress
             progress.update(bar, completed=p.done, total=p.total, **progress_fields(p, eta_s))
+            progress.note = retry_line(p)
 
         def not_evaluable(row) -> None:  # noqa: ANN001 - a store.TrialRow
             progress.console.print(not_evaluable_line(row), highlight=False, markup=False, soft_wrap=True)

@@ -157,6 +157,32 @@ def not_evaluable_line(row) -> str:  # noqa: ANN001 - a TrialRow
     return f"not evaluable: {row.trial_id}: {error}"
 
 
+def retry_line(progress) -> str | None:  # noqa: ANN001 - a RunProgress
+    """What the progress bar and `status` say while model calls are being retried: how
+    many, and the latest error's class (the provider's text is in the log), e.g.
+    "retrying 2 calls: InternalServerError (HTTP 500)"; None while none is."""
+    if progress is None or not progress.retrying:
+        return None
+    calls = "call" if progress.retrying == 1 else "calls"
+    return f"retrying {progress.retrying} {calls}: {progress.retry_error}"
+
+
+def progress_with_note(*columns, **kwargs):  # noqa: ANN002, ANN003, ANN201 - a rich Progress
+    """A rich Progress that shows a line under its bars, its `note` (when not empty)."""
+    from rich.progress import Progress
+    from rich.text import Text
+
+    class NotedProgress(Progress):
+        note: str | None = None
+
+        def get_renderables(self):  # noqa: ANN202
+            yield from super().get_renderables()
+            if self.note:
+                yield Text(self.note, style="yellow")
+
+    return NotedProgress(*columns, **kwargs)
+
+
 def progress_fields(progress, eta_s: float | None) -> dict[str, str]:  # noqa: ANN001 - a RunProgress
     """The progress bar's fields: pass^1, not-evaluable count, cost so far, ETA."""
     if progress is None:

@@ -49,6 +49,7 @@ def _run_json(row, progress) -> dict:  # noqa: ANN001 - a RunRow, its RunProgres
         "run_id": row.run_id, "status": row.status,
         "trials": progress.total, "done": progress.done, "not_evaluable": progress.not_evaluable,
         "pass1": progress.pass1, "cost": progress.cost,
+        "retrying": progress.retrying, "retry_error": progress.retry_error,
         "created_at": row.created_at.isoformat(), "updated_at": row.updated_at.isoformat(),
     }
 
@@ -59,6 +60,7 @@ def status(
     output: str = typer.Option("table", "--output", "-o", help="table or json (schema in the README)."),
 ) -> None:
     """Show a run's progress and the state of its workflow (never starts the Temporal server)."""
+    from passhat.cli.render import retry_line
     from passhat.infra.temporal_server import TemporalUnreachable
 
     check_output(output)
@@ -85,7 +87,8 @@ def status(
         f"run {run_id}: {row.status}; workflow {wf}"
         + (f" ({detail})" if detail and wf == "none" else f": {detail}" if detail else "") + "\n"
         f"trials done {p.done}/{p.total}, not evaluable {p.not_evaluable}, "
-        f"pass^1 {_pass1(p.pass1)}, cost ${p.cost:.4f}",
+        f"pass^1 {_pass1(p.pass1)}, cost ${p.cost:.4f}"
+        + (f"\n{retry_line(p)}" if p.retrying else ""),
         highlight=False, markup=False,
     )
 

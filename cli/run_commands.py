@@ -12,7 +12,7 @@ import typer
 from passhat.cli.common import check_output, existing_run, fail, one_line_errors, open_store, out_console
 from passhat.cli.execute import execute_here, print_outcome
 from passhat.cli.preview import CONFIRM_ABOVE
-from passhat.cli.run_config import build_config
+from passhat.cli.run_config import build_config, check_keys
 from passhat.cli.run_options import (
     RunOptions,
     UserInputError,
@@ -46,6 +46,8 @@ def run(
                                  options, given_on_command_line(ctx))
     sweep_config.check_required(options, f" — see `{ctx.command_path} --help`")
     run_config = build_config(options)
+    if not detach:  # a detached run's keys are in its workers' environment, not here
+        check_keys(run_config)
     print_outcome(execute_here(run_config, detach=detach, output=output, workers=workers,
                                preview=True, yes=yes), output)
 
@@ -80,6 +82,8 @@ def resume(
     config = row.run_config()
     if max_cost is not None:
         config = config.model_copy(update={"max_cost": max_cost})
+    if not detach:
+        check_keys(config)
     print_outcome(execute_here(config, detach=detach, output=output, resume=True), output)
 
 

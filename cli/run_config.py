@@ -56,14 +56,54 @@ def check_model(model: str, option: str) -> None:
         except scripted.ScriptedModelError as err:
             raise UserInputError(f"{option}: {err}")
         return
-    import litellm
+    from passhat.infra.llm import quiet_litellm
 
     try:
-        litellm.get_llm_provider(model)
+        quiet_litellm().get_llm_provider(model)
     except Exception:
         raise UserInputError(
             f"{option}: unknown model '{model}'. Use a litellm model string with its provider, "
             "e.g. openai/gpt-4.1, anthropic/claude-sonnet-4-5, hosted_vllm/<name>, or scripted/oracle"
+        )
+
+
+def check_api_base(value: Any, option: str) -> None:
+    """Refuse an api_base no request can be sent to (every call would fail, reported by
+    litellm as a connection error)."""
+    from urllib.parse import urlsplit
+
+    try:
+        url = urlsplit(value) if isinstance(value, str) else None
+        valid = url is not None and url.scheme in ("http", "https") and bool(url.hostname)
+        valid = valid and (url.port is None or url.port > 0)  # .port raises past 65535
+    except ValueError:
+        valid = False
+    if not valid:
+        raise UserInputError(f"{option}: api_base {json.dumps(value)} is not an http(s) URL "
+                             "such as http://127.0.0.1:8000/v1")
+
+
+def check_keys(config: RunConfig) -> None:
+    """Refuse a run whose models' keys are not in this environment, which the workers
+    this command starts inherit: every call would fail (litellm's openai client reports
+    the missing key as an HTTP 500). The key variable is the one `api_key_env` names, or
+    the provider's own, as litellm knows it. Scripted models need none."""
+    from passhat.infra import scripted_provider as scripted
+    from passhat.infra.llm import missing_key_variables
+
+    sides = [(f"agent model {m}", m, config.agent_args_for(m)) for m in config.agent_models]
+    sides.append((f"user model {config.user_model}", config.user_model, config.user_args))
+    missing: dict[str, list[str]] = {}
+    for who, model, args in sides:
+        if not model.startswith(f"{scripted.PROVIDER}/"):
+            for name in missing_key_variables(model, args):
+                missing.setdefault(name, []).append(who)
+    if missing:
+        what = " and ".join(f"{name} (for the {', '.join(who)})" for name, who in missing.items())
+        raise UserInputError(
+            f"{what} {'is' if len(missing) == 1 else 'are'} not set in this environment; export "
+            f"{'it' if len(missing) == 1 else 'them'} (the workers this command starts inherit it), or "
+            f'name the variable that holds the key with {{"api_key_env": "NAME"}} in the model\'s args'
         )
 
 
@@ -284,5 +324,7 @@ def _model_args(args: str | dict[str, Any] | None, option: str) -> dict[str, Any
     unless it sets one."""
     parsed = dict(args) if isinstance(args, dict) else parse_json_object(args, option)
     refuse_secrets(parsed, option)
+    if "api_base" in parsed:
+        check_api_base(parsed["api_base"], option)
     parsed.setdefault("temperature", DEFAULT_TEMPERATURE)
     return parsed

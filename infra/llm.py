@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from typing import Any, Literal
 
@@ -63,6 +64,37 @@ FIRST_CALL_MODULES = (
     "litellm.llms.openai_like.dynamic_config",
     "litellm.llms.vertex_ai.vertex_ai_partner_models.anthropic.transformation",
 )
+
+
+def quiet_litellm():  # noqa: ANN201 - the litellm module
+    """litellm, told not to print. Left alone it prints banners to stdout ("Provider List:
+    ..." for a model it cannot route, "Give Feedback / Get Help" on every error), where
+    `-o json` promises one JSON object and nothing else. Every use of litellm goes
+    through here."""
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def missing_key_variables(model: str, model_args: dict[str, Any]) -> list[str]:
+    """The environment variables holding the key of `model` that are unset (or empty)
+    in this process: the one `api_key_env` names, or else the key variables litellm
+    knows the model's provider needs. AWS credentials are not asked for: boto finds them
+    in profiles and instance roles too. A provider litellm cannot name needs nothing
+    here (check_model refuses it)."""
+    key_env = model_args.get(secrets.API_KEY_ENV)
+    if key_env is not None:
+        return [] if os.environ.get(key_env) else [str(key_env)]
+    try:
+        needed = quiet_litellm().validate_environment(
+            model, api_base=model_args.get("api_base"), api_version=model_args.get("api_version"))
+    except Exception:  # noqa: BLE001 - no provider, no known variables
+        return []
+    if needed.get("keys_in_environment"):
+        return []
+    return [name for name in needed.get("missing_keys", [])
+            if secrets.is_secret_env(name) and not name.startswith("AWS_") and not os.environ.get(name)]
 
 
 def load_client_modules() -> None:
@@ -151,8 +183,7 @@ def _usage(response: Any) -> tuple[int, int]:
 
 
 def _cost(response: Any) -> float:
-    import litellm
-
+    litellm = quiet_litellm()
     try:
         return float(litellm.completion_cost(completion_response=response) or 0.0)
     except Exception:
@@ -209,9 +240,7 @@ async def _complete_once(
     timeout_s: float | None,
     tool_choice: str | None = None,
 ) -> ModelReply:
-    import litellm
-
-    litellm.suppress_debug_info = True  # no "Give Feedback" banner on every error (tau2 too)
+    litellm = quiet_litellm()
     args = dict(model_args)
     key_env = args.pop(secrets.API_KEY_ENV, None)
     if key_env is not None:
@@ -325,6 +354,9 @@ def classify(exc: BaseException, model: str | None = None) -> ModelCallError:
             error_class=type(inner).__name__,
             transient=isinstance(inner, (TimeoutError, ConnectionError)),
         )
+    configuration = _configuration_error(exc, model)
+    if configuration is not None:
+        return configuration
     if isinstance(exc, litellm.InternalServerError) and _INVALID_BODY in str(exc):
         # litellm reports an answer it cannot parse (an HTML page from a proxy, with
         # status 200) as a 500: say what came back. Retrying the same endpoint gets the
@@ -358,6 +390,82 @@ def classify(exc: BaseException, model: str | None = None) -> ModelCallError:
 
 # What litellm says when a 200 answer's body is not a chat completion.
 _INVALID_BODY = "Empty or invalid response from LLM endpoint"
+# How providers' clients say no key was given: openai's "Missing credentials" (which
+# litellm hands on as a 500), Anthropic's "Missing Anthropic API Key", "api_key ... must
+# be set".
+_NO_KEY = re.compile(
+    r"missing credentials|missing [\w ]*api key|api[_ ]?key[\w `'\"]* (?:is not set|must be set|is missing)"
+    r"|no (?:api )?key is set",
+    re.IGNORECASE,
+)
+# What litellm says when a model string names no provider it knows.
+_NO_PROVIDER = "LLM Provider NOT provided"
+
+
+def _configuration_error(exc: BaseException, model: str | None) -> ModelCallError | None:
+    """Errors of the run's or the worker's configuration that litellm reports as 500s or
+    connection errors although every retry fails the same way: no key, a model string
+    without a provider, a provider's package that is not installed, an api_base that is
+    not a URL. None for anything else."""
+    calling = f" calling {model}" if model else ""
+
+    def error(name: str, text: str) -> ModelCallError:
+        return ModelCallError(secrets.redact(f"{name}{calling}: {text}"), error_class=name, transient=False)
+
+    said = provider_message(exc)
+    if _NO_KEY.search(said):
+        names = missing_key_variables(model, {}) if model else []
+        return error("MissingApiKey", (
+            f"{' and '.join(names)} {'is' if len(names) == 1 else 'are'} not set on this worker"
+            if names else f"no API key on this worker ({said})")
+            + "; set the key in the environment of the processes that run workers, or name "
+            f'another variable with {{"{secrets.API_KEY_ENV}": "NAME"}} in the model\'s args')
+    if _NO_PROVIDER in said:
+        return error("UnknownProvider", (
+            f"litellm cannot tell which provider serves '{model}': give the model as "
+            "provider/name, e.g. openai/gpt-4.1 or hosted_vllm/<name>"))
+    causes = list(_causes(exc))
+    missing = next((c for c in causes if isinstance(c, ImportError)), None)
+    if missing is not None:
+        first = str(missing).splitlines()[0] if str(missing) else type(missing).__name__
+        return error("MissingDependency", f"{first}; install it where the workers run")
+    bad_url = _invalid_url(causes)
+    if bad_url is not None:
+        return error("InvalidApiBase", (
+            f"the model's URL cannot be requested ({type(bad_url).__name__}: "
+            f"{' '.join(str(bad_url).split())}); check the api_base in the model's args"))
+    return None
+
+
+def _causes(exc: BaseException):  # noqa: ANN202 - an iterator of exceptions
+    """`exc` and the exceptions it was raised from or while handling, innermost last."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _invalid_url(causes: list[BaseException]) -> BaseException | None:
+    """The error a malformed request URL raised, under a connection error: httpx's
+    InvalidURL or UnsupportedProtocol, aiohttp's InvalidURL or NonHttpUrlClientError
+    (litellm's transport), or a ValueError from below the HTTP client ("Port out of
+    range"). A refused or dropped connection, or a name that does not resolve, raises
+    OSErrors instead: those stay transient."""
+    import aiohttp
+    import httpx
+
+    malformed = tuple(c for c in (httpx.InvalidURL, httpx.UnsupportedProtocol, aiohttp.InvalidURL,
+                                  getattr(aiohttp, "NonHttpUrlClientError", None)) if c is not None)
+    connection = False
+    for cause in causes:
+        if isinstance(cause, malformed):
+            return cause
+        if connection and isinstance(cause, ValueError):
+            return cause
+        connection = connection or type(cause).__name__ in ("APIConnectionError", "RequestError", "ConnectError")
+    return None
 
 
 def _custom_provider_error(exc: BaseException) -> BaseException | None:

@@ -58,10 +58,15 @@ def without_secrets(value: Any) -> Any:
     return value
 
 
+def is_secret_env(name: str) -> bool:
+    """Whether an environment variable of this name holds a key (OPENAI_API_KEY, HF_TOKEN)."""
+    return bool(_SECRET_ENV.search(name))
+
+
 def known_secrets() -> list[str]:
     """Values this process must never let out: the environment's key variables."""
     return sorted(
-        (v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 8),
+        (v for k, v in os.environ.items() if is_secret_env(k) and len(v) >= 8),
         key=len,
         reverse=True,  # longest first, so a key that contains another is removed whole
     )

@@ -159,6 +159,12 @@ class TrialRow(SQLModel, table=True):
     started_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime())
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
     attempts: int = 1
+    # While the trial's model call is retried after a transient error: that error's
+    # class (and HTTP status), the attempt that failed, and when. Cleared when a call
+    # succeeds or the trial ends.
+    retry_error: str | None = None
+    retry_attempt: int | None = None
+    retried_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
 
     def reward_info(self) -> dict[str, Any]:
         return json.loads(self.reward_info_json)
@@ -253,6 +259,12 @@ class RunProgress:
     cost: float  # USD, every recorded model call of the run
     # Attempts summed over the not-evaluable trials: it moves when one fails again.
     not_evaluable_attempts: int = 0
+    retrying: int = 0  # running trials whose model call is being retried
+    retry_error: str | None = None  # the latest of their errors, e.g. "InternalServerError (HTTP 500)"
+
+
+# A trial whose model call is not being retried.
+_NO_RETRY = {"retry_error": None, "retry_attempt": None, "retried_at": None}
 
 
 def step_id(trial_id: str, step: int) -> str:
@@ -552,6 +564,7 @@ class Store:
                         error_side=None,
                         finished_at=None,
                         attempts=TrialRow.attempts + 1,
+                        **_NO_RETRY,
                     )
                 )
             row = s.get(TrialRow, trial_id)
@@ -579,7 +592,7 @@ class Store:
             s.exec(
                 update(TrialRow)
                 .where(TrialRow.trial_id == trial_id, TrialRow.status != TRIAL_SCORED)
-                .values(**values, **totals, finished_at=_now())
+                .values(**values, **totals, **_NO_RETRY, finished_at=_now())
             )
             row = s.get(TrialRow, trial_id)
         if row is None:
@@ -644,7 +657,25 @@ class Store:
             s.exec(
                 update(TrialRow)
                 .where(TrialRow.trial_id == trial_id, TrialRow.status == TRIAL_RUNNING)
-                .values(status=TRIAL_CANCELLED, finished_at=_now())
+                .values(status=TRIAL_CANCELLED, finished_at=_now(), **_NO_RETRY)
+            )
+
+    def note_retry(self, trial_id: str, attempt: int, error: str) -> None:
+        """A running trial's model call failed transiently and will be retried."""
+        with self._session() as s:
+            s.exec(
+                update(TrialRow)
+                .where(TrialRow.trial_id == trial_id, TrialRow.status == TRIAL_RUNNING)
+                .values(retry_error=error, retry_attempt=attempt, retried_at=_now())
+            )
+
+    def clear_retry(self, trial_id: str) -> None:
+        """The trial's model call went through after retries."""
+        with self._session() as s:
+            s.exec(
+                update(TrialRow)
+                .where(TrialRow.trial_id == trial_id, col(TrialRow.retry_error).is_not(None))
+                .values(**_NO_RETRY)
             )
 
     def set_trace_id(self, trial_id: str, trace_id: str | None) -> None:
@@ -789,7 +820,8 @@ class Store:
 
     def run_progress(self, run_id: str) -> RunProgress:
         """Where a run stands: finished and total trials, pass^1 over the scored ones,
-        trials not evaluable, and what every model call recorded so far cost."""
+        trials not evaluable, what every model call recorded so far cost, and the model
+        calls being retried."""
         with self._session(read_only=True) as s:
             run = s.get(RunRow, run_id)
             if run is None:
@@ -811,6 +843,12 @@ class Store:
                 )
             ).one()
             cost = _run_cost(s, run_id)
+            retrying = s.exec(
+                select(TrialRow.retry_error)
+                .where(TrialRow.run_id == run_id, TrialRow.status == TRIAL_RUNNING,
+                       col(TrialRow.retry_error).is_not(None))
+                .order_by(col(TrialRow.retried_at).desc())
+            ).all()
         scored = counts.get(TRIAL_SCORED, 0)
         not_evaluable = counts.get(TRIAL_NOT_EVALUABLE, 0)
         return RunProgress(
@@ -820,6 +858,8 @@ class Store:
             not_evaluable=not_evaluable,
             cost=cost,
             not_evaluable_attempts=attempts.get(TRIAL_NOT_EVALUABLE, 0),
+            retrying=len(retrying),
+            retry_error=retrying[0] if retrying else None,
         )
 
     # ---- export and import ------------------------------------------------------------

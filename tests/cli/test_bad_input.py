@@ -35,8 +35,9 @@ class Case:
     id: str
     args: tuple[str, ...]
     error: str  # a fragment of the expected message
-    # Extra environment; "{home}", "{files}" and "{closed}" are filled in per case.
-    env: dict[str, str] = field(default_factory=dict)
+    # Extra environment; "{home}", "{files}" and "{closed}" are filled in per case; None
+    # unsets a variable.
+    env: dict[str, str | None] = field(default_factory=dict)
     code: int = 2
     max_s: float | None = None  # how long the command may take, where that matters
 
@@ -107,6 +108,10 @@ CASES: list[Case] = [
         error="--agent-args must be a JSON object such as"),
     run("--user-args", '"hot"', run_id="user-args-string",
         error="--user-args must be a JSON object such as"),
+    run("--agent-args", '{"api_base": "htp://127.0.0.1:8000/v1"}', run_id="api-base-not-http",
+        error='--agent-args: api_base "htp://127.0.0.1:8000/v1" is not an http(s) URL such as http://127.0.0.1:8000/v1'),
+    run("--user-args", '{"api_base": "http://127.0.0.1:99999/v1"}', run_id="api-base-bad-port",
+        error='--user-args: api_base "http://127.0.0.1:99999/v1" is not an http(s) URL'),
     Case("unknown-provider",
          ("run", "--domain", "airline", "--agent-model", "nosuchprovider/x",
           "--user-model", "scripted/oracle", "--run-id", "unknown-provider"),
@@ -115,6 +120,23 @@ CASES: list[Case] = [
          ("run", "--domain", "airline", "--agent-model", "scripted/oracle",
           "--user-model", "nosuchprovider/y", "--run-id", "unknown-user-provider"),
          "--user-model: unknown model 'nosuchprovider/y'"),
+    # litellm prints "Provider List: ..." on stdout for a model it cannot route, where
+    # -o json promises one JSON object (the test checks stdout stays empty).
+    Case("unknown-model-json",
+         ("run", "--domain", "airline", "--agent-model", "gpt-99-ultra", "--user-model", "scripted/oracle",
+          "--run-id", "unknown-model-json", "-o", "json"),
+         "--agent-model: unknown model 'gpt-99-ultra'"),
+    # A key that is not there: every call would fail (as an HTTP 500, retried for 15 min).
+    Case("provider-key-unset",
+         ("run", "--domain", "airline", "--agent-model", "openai/gpt-4.1-mini", "--user-model", "scripted/oracle",
+          "--agent-args", '{"api_base": "http://127.0.0.1:{closed}/v1"}', "--run-id", "provider-key-unset"),
+         "OPENAI_API_KEY (for the agent model openai/gpt-4.1-mini) is not set in this environment; export it",
+         env={"OPENAI_API_KEY": None}),
+    Case("api-key-env-unset",
+         ("run", "--domain", "airline", "--agent-model", "scripted/oracle", "--user-model", "openai/sim",
+          "--user-args", '{"api_key_env": "PASSHAT_NO_SUCH_KEY"}', "--run-id", "api-key-env-unset"),
+         "PASSHAT_NO_SUCH_KEY (for the user model openai/sim) is not set in this environment",
+         env={"PASSHAT_NO_SUCH_KEY": None}),
     Case("scripted-noisy-out-of-range",
          ("run", "--domain", "airline", "--agent-model", "scripted/noisy-1.5",
           "--user-model", "scripted/oracle", "--run-id", "scripted-noisy-out-of-range"),
@@ -244,7 +266,11 @@ def _launch(case: Case, base: Path, files: Path, temporal_address: str, closed: 
     env = {**os.environ, "PASSHAT_HOME": str(home), "TEMPORAL_ADDRESS": temporal_address,
            "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     env.pop("PASSHAT_DB_URL", None)
-    env.update({k: _fill(v, fill) for k, v in case.env.items()})
+    for name, value in case.env.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = _fill(value, fill)
     start = time.monotonic()
     result = passhat(*(_fill(a, fill) for a in case.args), env=env)
     return Outcome(result, time.monotonic() - start, home, fill)
@@ -284,6 +310,7 @@ def rows(store: Store) -> dict[str, list]:
 def test_bad_input_is_refused_cleanly(case: Case, outcomes):
     out = outcomes[case.id].result()
     assert_clean_refusal(out, _fill(case.error, out.fill), case.code)
+    assert out.result.stdout == "", out.result.stdout  # a refusal prints nothing else
     if case.id in HINTS:
         assert HINTS[case.id] in out.result.stderr
     if case.max_s is not None:

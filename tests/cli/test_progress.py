@@ -73,3 +73,56 @@ def test_log_file_under_a_file_is_silent(tmp_path):
     handler = logs.LogFile(tmp_path / "file" / "logs" / "passhat.log")
     handler.emit(logging.LogRecord("passhat", logging.WARNING, __file__, 1, "x", None, None))
     assert handler._broken  # dropped, no "--- Logging error ---" on stderr
+
+
+def test_retry_line_under_the_bar():
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.progress import BarColumn, TextColumn
+
+    from passhat.cli.render import progress_with_note, retry_line
+
+    assert retry_line(RunProgress(0, 1, None, 0, 0.0)) is None
+    retrying = RunProgress(0, 2, None, 0, 0.0, retrying=2, retry_error="InternalServerError (HTTP 500)")
+    assert retry_line(retrying) == "retrying 2 calls: InternalServerError (HTTP 500)"
+    assert retry_line(RunProgress(0, 2, None, 0, 0.0, retrying=1, retry_error="Timeout")) == "retrying 1 call: Timeout"
+    out = StringIO()
+    progress = progress_with_note(TextColumn("{task.description}"), BarColumn(),
+                                  console=Console(file=out, width=80), auto_refresh=False)
+    progress.add_task("run r1", total=2)
+    progress.note = retry_line(retrying)
+    progress.console.print(progress.get_renderable())
+    bar, note = [line for line in out.getvalue().splitlines() if line.strip()]
+    assert bar.startswith("run r1") and note == "retrying 2 calls: InternalServerError (HTTP 500)"
+
+
+async def test_a_model_failing_every_call_shows_its_retries_in_status(client, sqlite_store, tmp_path):
+    """A model that answers 500 to every call: the run does not move, and `passhat
+    status`, from another process, says why: the calls being retried and the error."""
+    import asyncio
+    import json
+
+    from passhat.testing.fault_server import FaultServer
+    from passhat.testing.harness import passhat, until
+    from passhat.workflows.client import start_run
+    from tests.helpers import cli_env
+    from tests.runs import http_config, worker_for
+
+    store = sqlite_store
+    with FaultServer(faults=lambda n, body: "500") as srv:
+        async with worker_for(client, store) as queue:
+            cfg = http_config(srv)  # one task, two trials
+            handle = await start_run(client, store, cfg, task_queue=queue)
+            try:
+                await until(lambda: store.run_progress(cfg.run_id).retrying == 2, "both calls retried", 120)
+                env = cli_env(f"sqlite:///{tmp_path / 'results.db'}", tmp_path)
+                shown = await asyncio.to_thread(passhat, "status", cfg.run_id, env=env)
+                as_json = await asyncio.to_thread(passhat, "status", cfg.run_id, "-o", "json", env=env)
+            finally:
+                await handle.terminate("test over")
+        assert srv.received >= 2
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[-1] == "retrying 2 calls: InternalServerError (HTTP 500)", shown.stdout
+    body = json.loads(as_json.stdout)
+    assert (body["done"], body["retrying"], body["retry_error"]) == (0, 2, "InternalServerError (HTTP 500)")

@@ -146,6 +146,80 @@ async def test_unknown_model_is_deterministic():
     assert info.value.error_class == "NotFoundError" and not info.value.transient
 
 
+@pytest.mark.parametrize(
+    "model, args, error_class, names",
+    [
+        # openai's client finds no key and litellm reports it as an InternalServerError
+        # (HTTP 500): retried, it failed the same way for 15 minutes.
+        ("openai/m", {}, "MissingApiKey", "OPENAI_API_KEY is not set on this worker"),
+        ("anthropic/m", {}, "MissingApiKey", "ANTHROPIC_API_KEY is not set on this worker"),
+        # No provider in the model string (litellm's BadRequestError without a server).
+        ("gpt-99-ultra", {"api_key": "x"}, "UnknownProvider", "provider/name"),
+        # api_bases no request can be sent to, which litellm reports as connection errors.
+        ("openai/m", {"api_key": "x", "api_base": "htp://127.0.0.1:{port}/v1"}, "InvalidApiBase",
+         "htp://127.0.0.1:{port}/v1/chat/completions"),
+        ("openai/m", {"api_key": "x", "api_base": "http://127.0.0.1:99999/v1"}, "InvalidApiBase",
+         "Port out of range"),
+    ],
+    ids=["openai-key", "anthropic-key", "no-provider", "not-http", "bad-port"],
+)
+async def test_configuration_errors_are_not_retried(monkeypatch, model, args, error_class, names):
+    """Deterministic errors litellm wraps as 500s or connection errors fail at once, in
+    one line that says what to fix, and no request reaches the server."""
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    with FaultServer() as srv:
+        port = srv.url.rsplit(":", 1)[1]
+        args = {k: v.replace("{port}", port) for k, v in {"api_base": srv.url + "/v1", **args}.items()}
+        with pytest.raises(llm.ModelCallError) as info:
+            await llm.complete(model, [{"role": "user", "content": "hi"}], tools=TOOLS, role="assistant",
+                               model_args=args, metadata={}, seed=7, timeout_s=5)
+        assert srv.received == 0
+    err = info.value
+    assert (err.error_class, err.transient, err.model_failure) == (error_class, False, False)
+    message = str(err)
+    assert message.startswith(f"{error_class} calling {model}: ") and "\n" not in message, message
+    assert names.replace("{port}", port) in message, message
+
+
+async def test_a_missing_optional_dependency_is_not_retried():
+    import importlib.util
+
+    if importlib.util.find_spec("google.auth") is not None:
+        pytest.skip("google-auth is installed: vertex_ai has its dependency")
+    with pytest.raises(llm.ModelCallError) as info:
+        await llm.complete("vertex_ai/gemini-pro", [{"role": "user", "content": "hi"}], tools=None,
+                           role="assistant", model_args={}, metadata={}, timeout_s=5)
+    err = info.value
+    assert (err.error_class, err.transient) == ("MissingDependency", False)
+    assert str(err) == ("MissingDependency calling vertex_ai/gemini-pro: No module named 'google.auth'; "
+                        "install it where the workers run")
+
+
+async def test_a_refused_connection_stays_transient():
+    from passhat.testing.harness import free_port
+
+    with pytest.raises(llm.ModelCallError) as info:
+        await llm.complete("openai/m", [{"role": "user", "content": "hi"}], tools=None, role="assistant",
+                           model_args={"api_key": "x", "api_base": f"http://127.0.0.1:{free_port()}/v1"},
+                           metadata={}, timeout_s=5)
+    assert (info.value.error_class, info.value.transient) == ("APIConnectionError", True)
+
+
+def test_missing_key_variables_from_litellm_or_api_key_env(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("PASSHAT_UNSET_KEY", raising=False)
+    assert llm.missing_key_variables("openai/gpt-4.1", {}) == ["OPENAI_API_KEY"]
+    assert llm.missing_key_variables("openai/gpt-4.1", {"api_key_env": "PASSHAT_UNSET_KEY"}) == ["PASSHAT_UNSET_KEY"]
+    # A local server's provider needs no key; AWS credentials may come from a profile.
+    assert llm.missing_key_variables("hosted_vllm/m", {"api_base": "http://127.0.0.1:1/v1"}) == []
+    assert llm.missing_key_variables("bedrock/anthropic.claude-v2", {}) == []
+    monkeypatch.setenv("OPENAI_API_KEY", "set")
+    assert llm.missing_key_variables("openai/gpt-4.1", {}) == []
+    monkeypatch.setenv("PASSHAT_UNSET_KEY", "")  # empty is no key
+    assert llm.missing_key_variables("openai/gpt-4.1", {"api_key_env": "PASSHAT_UNSET_KEY"}) == ["PASSHAT_UNSET_KEY"]
+
+
 def test_views_follow_tau2_history_rules():
     from passhat.contracts import Message, ToolCall
 

@@ -447,3 +447,45 @@ def test_sqlite_readers_do_not_wait_for_a_writer(tmp_path):
         writer.execute("ROLLBACK")
         writer.close()
         store.close()
+
+
+def test_retries_are_noted_per_running_trial_and_cleared(store):
+    store.create_run(make_config(), total_trials=3)
+    a, b, c = (make_spec(index=i) for i in range(3))
+    for spec in (a, b, c):
+        store.begin_trial(spec)
+    store.note_retry(a.trial_id, 2, "RateLimitError (HTTP 429)")
+    store.note_retry(b.trial_id, 3, "InternalServerError (HTTP 500)")  # the latest
+    p = store.run_progress("r1")
+    assert (p.retrying, p.retry_error) == (2, "InternalServerError (HTTP 500)")
+    store.clear_retry(b.trial_id)  # b's call went through
+    assert (store.run_progress("r1").retrying, store.run_progress("r1").retry_error) == (1, "RateLimitError (HTTP 429)")
+    store.mark_not_evaluable(a.trial_id, "gave up", "RateLimitError")  # a ran out of retries
+    store.note_retry(a.trial_id, 9, "late")  # a finished trial is not retrying
+    assert store.get_trial(a.trial_id).retry_error is None
+    assert (store.run_progress("r1").retrying, store.run_progress("r1").retry_error) == (0, None)
+
+
+def test_a_store_of_an_earlier_passhat_gets_the_new_columns(db_url):
+    """Columns added since (the retry note's) are added to an existing database, whose
+    rows stay as they were."""
+    from sqlalchemy import inspect, text
+
+    s = Store(db_url)
+    s.create_run(make_config(), total_trials=1)
+    spec = make_spec()
+    s.begin_trial(spec)
+    with s.engine.begin() as conn:
+        for column in ("retry_error", "retry_attempt", "retried_at"):
+            conn.execute(text(f'ALTER TABLE trials DROP COLUMN {column}'))
+    s.close()
+    s = Store(db_url)
+    try:
+        with s.engine.connect() as conn:
+            columns = {c["name"] for c in inspect(conn).get_columns("trials")}
+        assert {"retry_error", "retry_attempt", "retried_at"} <= columns
+        assert s.get_trial(spec.trial_id).status == "running"
+        s.note_retry(spec.trial_id, 2, "Timeout")
+        assert s.run_progress("r1").retrying == 1
+    finally:
+        s.close()

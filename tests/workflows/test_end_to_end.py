@@ -91,3 +91,28 @@ async def test_task_with_an_initial_conversation_continues_from_it(client, sqlit
     [trial] = sqlite_store.trials(cfg.run_id)
     opening = sqlite_store.steps(trial.trial_id)[0].message_list()
     assert len(opening) > 1 and opening[0].role == "user"  # step 0 is the task's history
+
+
+async def test_a_key_missing_on_the_worker_is_not_evaluable_at_once(client, sqlite_store, monkeypatch):
+    """The run's checks passed elsewhere (a --detach run, its key forgotten on the
+    worker): openai's client finds no OPENAI_API_KEY and litellm reports an HTTP 500.
+    The trial is not evaluable after that one attempt, not after 15 minutes of retries,
+    and says which variable to set; no request reached the server."""
+    import asyncio
+
+    store = sqlite_store
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FaultServer(responder=ScriptedResponder(["airline"])) as srv:
+        cfg = config(agent_models=["openai/oracle"], task_ids=["0"], trials=1,
+                     agent_args=json.dumps({"api_base": srv.url + "/v1"}))
+        assert cfg.retry.retry_for_s >= 900  # retried, it would not end within the wait below
+        async with worker_for(client, store) as queue:
+            handle = await start_run(client, store, cfg, task_queue=queue)
+            # Without a non-retryable classification this wait runs out.
+            summary = await asyncio.wait_for(follow(handle, store, cfg.run_id, lambda *a: None, poll_s=0.2), 240)
+        assert srv.received == 0
+    assert summary.results[0].evaluable == 0
+    [trial] = store.trials(cfg.run_id)
+    assert (trial.status, trial.error_class) == ("not_evaluable", "MissingApiKey")
+    assert "MissingApiKey calling openai/oracle: OPENAI_API_KEY is not set on this worker" in trial.error
+    assert "\n" not in trial.error
