@@ -19,7 +19,6 @@ from temporalio.exceptions import ApplicationError
 
 from passhat.contracts import (
     EMPTY_REPLY,
-    EMPTY_REPLY_RETRIES,
     INVALID_TOOL_ARGUMENTS,
     OUT_OF_SCOPE_TOKEN,
     STOP_TOKEN,
@@ -31,6 +30,8 @@ from passhat.contracts import (
     provider_of,
 )
 from passhat.domains.registry import get_domain
+from passhat.domains.nl_judge import JUDGE_ERROR, judge_key, parse_verdicts
+from passhat.domains.tau2_version import rules_for
 from passhat.infra import llm, scripted_provider, tracing
 from passhat.infra.store import Store, StoreError
 
@@ -70,7 +71,7 @@ def model_failure(message: Message, spec: TrialSpec) -> tuple[str, str] | None:
     if message.is_empty():
         return EMPTY_REPLY, (
             f"{side} model replied with neither text nor tool calls, "
-            f"{1 + EMPTY_REPLY_RETRIES} times"
+            f"{1 + rules_for(spec.tau2_version).empty_reply_retries} times"
         )
     invalid = [c for c in message.tool_calls or [] if c.invalid_arguments is not None]
     if invalid and not spec.lenient_tool_arguments:
@@ -80,6 +81,15 @@ def model_failure(message: Message, spec: TrialSpec) -> tuple[str, str] | None:
             f"a JSON object: {call.invalid_arguments[:200]!r}"
         )
     return None
+
+
+def judge_failure(message: Message) -> tuple[str | None, str | None]:
+    """(class, message) when the judge's reply cannot be read as tau2 reads it."""
+    try:
+        parse_verdicts(message.content)
+    except ValueError as err:
+        return JUDGE_ERROR, str(err)
+    return None, None
 
 
 def backoff_delay(attempt: int, ref: StepRef, retry_after_s: float | None) -> timedelta:
@@ -166,14 +176,17 @@ class ConversationActivities:
         _tool_spans(ref, pending.tool_calls, answers, started, time.time_ns())
         return self._record(ref, "tool", answers)
 
-    def _record(self, ref: StepRef, role: str, messages: list[Message], **details) -> StepResult:  # noqa: ANN003
+    def _record(self, ref: StepRef, role: str, messages: list[Message], trial_key: str | None = None,
+                **details) -> StepResult:  # noqa: ANN003
         """Write the step once. An attempt that loses the race to another attempt of the
         same step (two workers, after a heartbeat timeout) returns what the winner
-        recorded, so the workflow's state always matches the stored conversation."""
+        recorded, so the workflow's state always matches the stored conversation.
+        `trial_key`: where the step is kept, the trial's conversation by default."""
         spec = ref.trial
-        if self.store.record_step(spec.trial_id, spec.run_id, ref.step, role, messages, **details):
+        key = trial_key or spec.trial_id
+        if self.store.record_step(key, spec.run_id, ref.step, role, messages, **details):
             return step_result(ref.step, messages, details.get("failure_class"))
-        return recorded_result(self.store.get_step(spec.trial_id, ref.step))
+        return recorded_result(self.store.get_step(key, ref.step))
 
     async def _model_turn(self, ref: StepRef, role: llm.Perspective) -> StepResult:
         spec = ref.trial
@@ -184,8 +197,49 @@ class ConversationActivities:
         if recorded is not None:
             return recorded
         history, system, tools = prompt
+        rules = rules_for(spec.tau2_version)
         model = spec.agent_model if role == "assistant" else spec.user_model
         args = spec.agent_args if role == "assistant" else spec.user_args
+        messages = [{"role": "system", "content": system}] + llm.view_for(
+            role, history, skip_empty_text=role == "user" and rules.user_skips_empty_agent_text
+        )
+        return await self._call(
+            ref, heartbeat, role, model, args, messages, tools=tools, seed=spec.seed,
+            empty_retries=rules.empty_reply_retries, trial_key=spec.trial_id,
+        )
+
+    @activity.defn
+    async def judge_turn(self, ref: StepRef) -> bool:
+        """The NL-assertion judge's call for a finished conversation (tau2 1.0.x), as a
+        step of its own: recorded under judge_key(trial), so never made twice. True when
+        grading has verdicts to use (or needs none), False when the judge failed."""
+        spec = ref.trial
+        key = judge_key(spec.trial_id)
+        heartbeat = Heartbeat(heartbeat_every_s(spec))
+        row = await heartbeat.around(asyncio.to_thread(self.store.get_step, key, 0))
+        if row is not None:
+            return row.failure_class is None
+        messages = await heartbeat.around(asyncio.to_thread(self._judge_request, ref))
+        if messages is None:
+            return True
+        result = await self._call(
+            ref, heartbeat, "judge", spec.judge_model or "", spec.judge_args, messages,
+            tools=None, seed=None, empty_retries=0, trial_key=key,
+        )
+        return result.failure is None
+
+    def _judge_request(self, ref: StepRef) -> list[dict] | None:
+        spec = ref.trial
+        messages = [m for row in self.store.steps(spec.trial_id) for m in row.message_list()]
+        return get_domain(spec.domain).judge_request(spec.task_id, messages, ref.termination_reason)
+
+    async def _call(self, ref: StepRef, heartbeat: Heartbeat, role: str, model: str,
+                    args: dict, messages: list[dict], *, tools: list | None, seed: int | None,
+                    empty_retries: int, trial_key: str) -> StepResult:
+        """One model call of a trial, traced, recorded as step `ref.step` of `trial_key`
+        with its tokens and cost; transient provider errors are left to Temporal's retry."""
+        spec = ref.trial
+        perspective = "user" if role == "user" else "assistant"
         metadata = {
             "passhat": {
                 "run_id": spec.run_id,
@@ -201,25 +255,25 @@ class ConversationActivities:
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": provider_of(model),
             "gen_ai.request.model": model,
-            "gen_ai.request.seed": spec.seed,
+            "gen_ai.request.seed": seed,
             "gen_ai.request.temperature": args.get("temperature"),
             **tracing.trial_attributes(ref.trial),
             "passhat.step": ref.step,
-            "passhat.role": "agent" if role == "assistant" else "user",
+            "passhat.role": {"assistant": "agent"}.get(role, role),
         }
         try:
             with tracing.span(f"chat {model}", spec.trial_id, span_attributes, SpanKind.CLIENT) as span:
                 reply = await heartbeat.around(
                     llm.complete(
                         model,
-                        [{"role": "system", "content": system}] + llm.view_for(role, history),
+                        messages,
                         tools=tools,
-                        role=role,
+                        role=perspective,
                         model_args=args,
                         metadata=metadata,
-                        seed=spec.seed,
+                        seed=seed,
                         timeout_s=spec.retry.model_call_timeout_s,
-                        empty_retries=EMPTY_REPLY_RETRIES,
+                        empty_retries=empty_retries,
                     ),
                 )
                 span.set_attributes({
@@ -242,15 +296,19 @@ class ConversationActivities:
                 ) from None  # the provider's exception, unredacted, stays out of the failure
             # The model's own failure: recorded as its step, and the conversation ends.
             return await self._record_paid(
-                ref, heartbeat, role, [Message(role=role)],
+                ref, heartbeat, perspective, [Message(role=perspective)], trial_key,
                 model=model, failure_class=err.error_class, failure=str(err),
             )
-        failure_class, failure = model_failure(reply.message, spec) or (None, None)
+        if role == "judge":
+            failure_class, failure = judge_failure(reply.message)
+        else:
+            failure_class, failure = model_failure(reply.message, spec) or (None, None)
         return await self._record_paid(
             ref,
             heartbeat,
-            role,
+            perspective,
             [reply.message],
+            trial_key,
             model=reply.model or model,
             input_tokens=reply.input_tokens,
             output_tokens=reply.output_tokens,
@@ -262,7 +320,7 @@ class ConversationActivities:
         )
 
     async def _record_paid(self, ref: StepRef, heartbeat: Heartbeat, role: str, messages: list[Message],
-                           **details) -> StepResult:  # noqa: ANN003
+                           trial_key: str, **details) -> StepResult:  # noqa: ANN003
         """Record a step whose model call has been made (and paid for). A store that is
         down is waited out here, heartbeating, for as long as bookkeeping may retry:
         failing the activity would throw the answer away and pay for the call again."""
@@ -276,7 +334,9 @@ class ConversationActivities:
         delay = retry.initial_interval_s
         while True:
             try:
-                return await heartbeat.around(asyncio.to_thread(self._record, ref, role, messages, **details))
+                return await heartbeat.around(
+                    asyncio.to_thread(self._record, ref, role, messages, trial_key=trial_key, **details)
+                )
             except StoreError as err:
                 if time.monotonic() + delay > deadline:
                     raise

@@ -189,6 +189,13 @@ class TrialSettings(BaseModel):
     # answered with an error tool message and the conversation goes on. tau2 ends the
     # conversation as agent_error instead.
     lenient_tool_arguments: bool = False
+    # The tau2 version the run is made with ("26.3", "1.0.1"): its rules (domains/
+    # tau2_version.RULES) decide the conversation. None: recorded before passhat kept
+    # it, when 26.3 was the only one.
+    tau2_version: str | None = None
+    # tau2 1.0.x: the judge of NL assertions (None where the version grades none).
+    judge_model: str | None = None
+    judge_args: dict[str, Any] = Field(default_factory=dict)
     retry: RetryConfig = Field(default_factory=RetryConfig)
     # Provider -> its cap. A capped provider's calls go to its own task queue.
     provider_limits: dict[str, ProviderLimit] = Field(default_factory=dict)
@@ -239,6 +246,9 @@ class RunConfig(TrialSettings):
     # direct_calls). The run starts its longest tasks first: a long conversation started
     # last would run on alone after the others have ended, and set the run's wall time.
     expected_calls: dict[str, dict[str, int]] = Field(default_factory=dict)
+    # A digest of the tau2 data files of the run's domains (tasks, databases, policies):
+    # two runs with the same version but edited data are not the same experiment.
+    tau2_data: str | None = None
 
     def fingerprint(self) -> str:
         """Identity of the experiment, used to refuse a different config under one run id.
@@ -248,6 +258,11 @@ class RunConfig(TrialSettings):
         exclude = {"concurrency", "retry", "provider_limits", "max_cost", "expected_calls"}
         if not self.agent_model_args:
             exclude.add("agent_model_args")
+        for recorded_later in ("tau2_version", "tau2_data", "judge_model"):
+            if getattr(self, recorded_later) is None:
+                exclude.add(recorded_later)
+        if self.judge_model is None:
+            exclude.add("judge_args")
         body = self.model_dump(mode="json", exclude=exclude)
         return stable_hash(json.dumps(body, sort_keys=True))
 
@@ -326,6 +341,8 @@ class StepRef(BaseModel):
 
     trial: TrialSpec
     step: int
+    # The judge's step only: how the conversation ended (grading depends on it).
+    termination_reason: str | None = None
 
 
 class StepResult(BaseModel):
