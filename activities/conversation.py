@@ -231,7 +231,10 @@ class ConversationActivities:
     def _judge_request(self, ref: StepRef) -> list[dict] | None:
         spec = ref.trial
         messages = [m for row in self.store.steps(spec.trial_id) for m in row.message_list()]
-        return get_domain(spec.domain).judge_request(spec.task_id, messages, ref.termination_reason)
+        judge_request = getattr(get_domain(spec.domain), "judge_request", None)  # optional
+        if judge_request is None:
+            return None
+        return judge_request(spec.task_id, messages, ref.termination_reason)
 
     async def _call(self, ref: StepRef, heartbeat: Heartbeat, role: str, model: str,
                     args: dict, messages: list[dict], *, tools: list | None, seed: int | None,

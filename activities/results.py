@@ -94,9 +94,8 @@ class ResultActivities:
         judged = self.store.get_step(judge_key(spec.trial_id), 0)
         verdicts = parse_verdicts(judged.message_list()[-1].content) if judged else None
         with tracing.span("passhat.score", spec.trial_id, tracing.trial_attributes(spec)) as span:
-            score = get_domain(spec.domain).score(
-                spec.task_id, messages, req.termination_reason, nl_checks=verdicts
-            )
+            judged = {} if verdicts is None else {"nl_checks": verdicts}  # only judged domains take it
+            score = get_domain(spec.domain).score(spec.task_id, messages, req.termination_reason, **judged)
             span.set_attributes({
                 "passhat.reward": score.reward,
                 "passhat.termination_reason": req.termination_reason,

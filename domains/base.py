@@ -52,12 +52,6 @@ class Domain(Protocol):
         tool call in `history`; return one role="tool" message per call, in order.
         `session` names a conversation so an implementation may cache its state."""
 
-    def judge_request(
-        self, task_id: str, messages: list[Message], termination_reason: str
-    ) -> list[dict[str, Any]] | None:
-        """The chat messages of the LLM judge's call that scoring this conversation
-        needs, or None when it needs none."""
-
     def score(
         self,
         task_id: str,
@@ -65,5 +59,7 @@ class Domain(Protocol):
         termination_reason: str,
         nl_checks: list[dict[str, Any]] | None = None,
     ) -> Score:
-        """Score a finished conversation (messages include the task's initial messages);
-        `nl_checks` are the judge's verdicts when judge_request asked for a judge."""
+        """Score a finished conversation (messages include the task's initial messages).
+        A domain whose grading needs an LLM judge also has `judge_request(task_id,
+        messages, termination_reason)`, the judge call's messages or None; its verdicts
+        come back as `nl_checks` (only then)."""
