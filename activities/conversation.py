@@ -20,7 +20,6 @@ from temporalio.exceptions import ApplicationError
 
 from passhat.contracts import (
     EMPTY_REPLY,
-    EMPTY_REPLY_RETRIES,
     INVALID_TOOL_ARGUMENTS,
     OUT_OF_SCOPE_TOKEN,
     STOP_TOKEN,
@@ -33,6 +32,8 @@ from passhat.contracts import (
     render_agent_prompt,
 )
 from passhat.domains.registry import get_domain
+from passhat.domains.nl_judge import JUDGE_ERROR, judge_key, parse_verdicts
+from passhat.domains.tau2_version import rules_for
 from passhat.infra import llm, scripted_provider, tracing
 from passhat.infra.store import Store, StoreError
 
@@ -78,7 +79,7 @@ def model_failure(message: Message, spec: TrialSpec) -> tuple[str, str] | None:
     if message.is_empty():
         return EMPTY_REPLY, (
             f"{side} model replied with neither text nor tool calls, "
-            f"{1 + EMPTY_REPLY_RETRIES} times"
+            f"{1 + rules_for(spec.tau2_version).empty_reply_retries} times"
         )
     invalid = [c for c in message.tool_calls or [] if c.invalid_arguments is not None]
     if invalid and not spec.lenient_tool_arguments:
@@ -88,6 +89,15 @@ def model_failure(message: Message, spec: TrialSpec) -> tuple[str, str] | None:
             f"a JSON object: {call.invalid_arguments[:200]!r}"
         )
     return None
+
+
+def judge_failure(message: Message) -> tuple[str | None, str | None]:
+    """(class, message) when the judge's reply cannot be read as tau2 reads it."""
+    try:
+        parse_verdicts(message.content)
+    except ValueError as err:
+        return JUDGE_ERROR, str(err)
+    return None, None
 
 
 def backoff_delay(attempt: int, ref: StepRef, retry_after_s: float | None) -> timedelta:
@@ -178,15 +188,18 @@ class ConversationActivities:
         _tool_spans(ref, pending.tool_calls, answers, started, time.time_ns())
         return self._record(ref, "tool", answers)
 
-    def _record(self, ref: StepRef, role: str, messages: list[Message], **details) -> StepResult:  # noqa: ANN003
+    def _record(self, ref: StepRef, role: str, messages: list[Message], trial_key: str | None = None,
+                **details) -> StepResult:  # noqa: ANN003
         """Write the step once. An attempt that loses the race to another attempt of the
         same step (two workers, after a heartbeat timeout) returns what the winner
-        recorded, so the workflow's state always matches the stored conversation."""
+        recorded, so the workflow's state always matches the stored conversation.
+        `trial_key`: where the step is kept, the trial's conversation by default."""
         spec = ref.trial
-        if self.store.record_step(spec.trial_id, spec.run_id, ref.step, role, messages, **details):
+        key = trial_key or spec.trial_id
+        if self.store.record_step(key, spec.run_id, ref.step, role, messages, **details):
             stop = bool(details.get("agent_state_json") and json.loads(details["agent_state_json"]).get("stop"))
             return step_result(ref.step, messages, details.get("failure_class"), stop)
-        return recorded_result(self.store.get_step(spec.trial_id, ref.step))
+        return recorded_result(self.store.get_step(key, ref.step))
 
     async def _model_turn(self, ref: StepRef, role: llm.Perspective) -> StepResult:
         spec = ref.trial
@@ -197,12 +210,56 @@ class ConversationActivities:
         if recorded is not None:
             return recorded
         history, system, tools = prompt
+        rules = rules_for(spec.tau2_version)
         model = spec.agent_model if role == "assistant" else spec.user_model
         args = spec.agent_args if role == "assistant" else spec.user_args
+        messages = [{"role": "system", "content": system}] + llm.view_for(
+            role, history, skip_empty_text=role == "user" and rules.user_skips_empty_agent_text
+        )
+        return await self._call(
+            ref, heartbeat, role, model, args, messages, tools=tools, seed=spec.seed,
+            empty_retries=rules.empty_reply_retries, trial_key=spec.trial_id,
+        )
+
+    @activity.defn
+    async def judge_turn(self, ref: StepRef) -> bool:
+        """The NL-assertion judge's call for a finished conversation (tau2 1.0.x), as a
+        step of its own: recorded under judge_key(trial), so never made twice. True when
+        grading has verdicts to use (or needs none), False when the judge failed."""
+        spec = ref.trial
+        key = judge_key(spec.trial_id)
+        heartbeat = Heartbeat(heartbeat_every_s(spec))
+        row = await heartbeat.around(asyncio.to_thread(self.store.get_step, key, 0))
+        if row is not None:
+            return row.failure_class is None
+        messages = await heartbeat.around(asyncio.to_thread(self._judge_request, ref))
+        if messages is None:
+            return True
+        result = await self._call(
+            ref, heartbeat, "judge", spec.judge_model or "", spec.judge_args, messages,
+            tools=None, seed=None, empty_retries=0, trial_key=key,
+        )
+        return result.failure is None
+
+    def _judge_request(self, ref: StepRef) -> list[dict] | None:
+        spec = ref.trial
+        messages = [m for row in self.store.steps(spec.trial_id) for m in row.message_list()]
+        judge_request = getattr(get_domain(spec.domain), "judge_request", None)  # optional
+        if judge_request is None:
+            return None
+        return judge_request(spec.task_id, messages, ref.termination_reason)
+
+    async def _call(self, ref: StepRef, heartbeat: Heartbeat, role: str, model: str,
+                    args: dict, messages: list[dict], *, tools: list | None, seed: int | None,
+                    empty_retries: int, trial_key: str) -> StepResult:
+        """One model call of a trial, traced, recorded as step `ref.step` of `trial_key`
+        with its tokens and cost; transient provider errors are left to Temporal's retry."""
+        spec = ref.trial
+        perspective = "user" if role == "user" else "assistant"
         try:
             reply = await heartbeat.around(call_model(
-                ref, role, model, [{"role": "system", "content": system}] + llm.view_for(role, history),
-                tools=tools, model_args=args, seed=spec.seed,
+                ref, role, model, messages, tools=tools, model_args=args, seed=seed,
+                empty_retries=empty_retries,
             ))
         except llm.ModelCallError as err:
             if err.transient:
@@ -211,17 +268,21 @@ class ConversationActivities:
                 raise infrastructure_failure(err, ref) from None
             # The model's own failure: recorded as its step, and the conversation ends.
             return await self._record_paid(
-                ref, heartbeat, role, [Message(role=role)],
+                ref, heartbeat, perspective, [Message(role=perspective)], trial_key,
                 model=model, failure_class=err.error_class, failure=str(err),
             )
         if activity.info().attempt > 1:  # earlier attempts may have said they were retrying
             await self._say_retrying(ref, None)
-        failure_class, failure = model_failure(reply.message, spec) or (None, None)
+        if role == "judge":
+            failure_class, failure = judge_failure(reply.message)
+        else:
+            failure_class, failure = model_failure(reply.message, spec) or (None, None)
         return await self._record_paid(
             ref,
             heartbeat,
-            role,
+            perspective,
             [reply.message],
+            trial_key,
             model=reply.model or model,
             input_tokens=reply.input_tokens,
             output_tokens=reply.output_tokens,
@@ -248,7 +309,7 @@ class ConversationActivities:
             activity.logger.warning("retry of %s#%s not noted: %s", trial_id, ref.step, store_err)
 
     async def _record_paid(self, ref: StepRef, heartbeat: Heartbeat, role: str, messages: list[Message],
-                           **details) -> StepResult:  # noqa: ANN003
+                           trial_key: str, **details) -> StepResult:  # noqa: ANN003
         """Record a step whose model call has been made (and paid for). A store that is
         down is waited out here, heartbeating, for as long as bookkeeping may retry:
         failing the activity would throw the answer away and pay for the call again."""
@@ -262,7 +323,9 @@ class ConversationActivities:
         delay = retry.initial_interval_s
         while True:
             try:
-                return await heartbeat.around(asyncio.to_thread(self._record, ref, role, messages, **details))
+                return await heartbeat.around(
+                    asyncio.to_thread(self._record, ref, role, messages, trial_key=trial_key, **details)
+                )
             except StoreError as err:
                 if time.monotonic() + delay > deadline:
                     raise
@@ -290,11 +353,16 @@ class ConversationActivities:
         return history, domain.user_system_prompt(spec.task_id), domain.user_tools()
 
 
-async def call_model(ref: StepRef, role: llm.Perspective, model: str, messages: list[dict], *,
+async def call_model(ref: StepRef, role: str, model: str, messages: list[dict], *,
                      tools: list | None, model_args: dict, seed: int | None,
-                     tool_choice: str | None = None) -> llm.ModelReply:
-    """One model call of a step, with the trial's metadata and a span in its trace."""
+                     tool_choice: str | None = None,
+                     empty_retries: int | None = None) -> llm.ModelReply:
+    """One model call of a step (role: assistant, user or judge), with the trial's
+    metadata and a span in its trace. An empty reply is asked again `empty_retries`
+    times; by default as the run's tau2 version does."""
     spec = ref.trial
+    if empty_retries is None:
+        empty_retries = rules_for(spec.tau2_version).empty_reply_retries
     metadata = {
         "passhat": {
             "run_id": spec.run_id,
@@ -314,12 +382,13 @@ async def call_model(ref: StepRef, role: llm.Perspective, model: str, messages: 
         "gen_ai.request.temperature": model_args.get("temperature"),
         **tracing.trial_attributes(ref.trial),
         "passhat.step": ref.step,
-        "passhat.role": "agent" if role == "assistant" else "user",
+        "passhat.role": {"assistant": "agent"}.get(role, role),
     }
     with tracing.span(f"chat {model}", spec.trial_id, span_attributes, SpanKind.CLIENT) as span:
         reply = await llm.complete(
-            model, messages, tools=tools, role=role, model_args=model_args, metadata=metadata,
-            seed=seed, timeout_s=spec.retry.model_call_timeout_s, empty_retries=EMPTY_REPLY_RETRIES,
+            model, messages, tools=tools, role="user" if role == "user" else "assistant",
+            model_args=model_args, metadata=metadata,
+            seed=seed, timeout_s=spec.retry.model_call_timeout_s, empty_retries=empty_retries,
             tool_choice=tool_choice,
         )
         span.set_attributes({

@@ -21,7 +21,9 @@ from passhat.contracts import (
     is_success,
     outcome_label,
 )
+from passhat.domains.nl_judge import judge_key, parse_verdicts
 from passhat.domains.registry import get_domain
+from passhat.domains.tau2_version import rules_for
 from passhat.infra import tracing
 from passhat.infra.store import Store
 
@@ -36,6 +38,7 @@ class NotEvaluable(BaseModel):
     trial: TrialSpec
     error: str
     error_class: str
+    termination_reason: str | None = None  # as tau2 would record it, if it would
 
 
 def outcome_of(row) -> TrialOutcome:  # noqa: ANN001 - a TrialRow
@@ -88,8 +91,11 @@ class ResultActivities:
             if last.failure_class
             else None
         )
+        judged = self.store.get_step(judge_key(spec.trial_id), 0)
+        verdicts = parse_verdicts(judged.message_list()[-1].content) if judged else None
         with tracing.span("passhat.score", spec.trial_id, tracing.trial_attributes(spec)) as span:
-            score = get_domain(spec.domain).score(spec.task_id, messages, req.termination_reason)
+            judged = {} if verdicts is None else {"nl_checks": verdicts}  # only judged domains take it
+            score = get_domain(spec.domain).score(spec.task_id, messages, req.termination_reason, **judged)
             span.set_attributes({
                 "passhat.reward": score.reward,
                 "passhat.termination_reason": req.termination_reason,
@@ -112,8 +118,19 @@ class ResultActivities:
 
     @activity.defn
     def mark_not_evaluable(self, req: NotEvaluable) -> TrialOutcome:
-        self.store.mark_not_evaluable(req.trial.trial_id, req.error, req.error_class)
+        self.store.mark_not_evaluable(
+            req.trial.trial_id, req.error, req.error_class, req.termination_reason
+        )
         return self._closed(req.trial)
+
+    @activity.defn
+    def restart_trial(self, spec: TrialSpec) -> int | None:
+        """Set the trial's conversation aside so that it runs again from the start, as
+        the tau2 version's rules re-run a simulation that failed. The number of attempts
+        set aside, or None when the rules allow no more (the current attempt stands)."""
+        return self.store.discard_attempt(
+            spec.trial_id, rules_for(spec.tau2_version).simulation_retries
+        )
 
     def _closed(self, spec: TrialSpec) -> TrialOutcome:
         """The trial's outcome, and its root span in the trace."""

@@ -168,6 +168,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     from passhat.domains.base import UnknownDomainError
     from passhat.domains.registry import get_domain
     from passhat.domains.task_file import TaskFileError, custom_domain_name, split_domain_name
+    from passhat.domains.tau2_version import UnknownTau2VersionError, data_digest, family_of, installed_version
 
     domains, task_ids, agent_models = options.domains, options.task_ids, options.agent_models
     if not domains:
@@ -241,7 +242,17 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         raise UserInputError(f"none of the --task ids exist in {', '.join(per_domain)}")
     if agent is not None:
         _check_agent_runs(agent, per_domain, agent_models[0], per_model.get(agent_models[0], agent_args))
+    try:
+        tau2_version = installed_version()
+        family_of(tau2_version)
+    except UnknownTau2VersionError as err:
+        raise UserInputError(str(err))
+    judge_model, judge_args = _judge(options)
     return RunConfig(
+        tau2_version=tau2_version,
+        tau2_data=data_digest([split_domain_name(d)[0] for d in per_domain]),
+        judge_model=judge_model,
+        judge_args=judge_args,
         run_id=run_id or new_run_id(),
         agent_models=list(dict.fromkeys(agent_models)),
         user_model=options.user_model,
@@ -316,6 +327,28 @@ def _check_agent_runs(agent: str, per_domain: dict[str, list[str]], model: str, 
                 check_runnable(agent, get_domain(name), chosen[0], model, args)
             except AgentSetupError as err:
                 raise UserInputError(str(err))
+
+
+def _judge(options: RunOptions) -> tuple[str | None, dict[str, Any]]:
+    """The NL-assertion judge and its args: given, or the installed tau2's default; none
+    under a tau2 that grades no NL assertions."""
+    from passhat.domains.tau2_version import installed_rules
+
+    if not installed_rules().grades_nl_assertions:
+        if options.judge_model is not None or options.judge_args is not None:
+            raise UserInputError(
+                "--judge-model/--judge-args need tau2 1.0.x (this tau2 grades no NL assertions)"
+            )
+        return None, {}
+    from passhat.domains.nl_judge import default_judge
+
+    model, args = default_judge()
+    if options.judge_model is not None:
+        model = options.judge_model
+    check_model(model, "--judge-model")
+    if options.judge_args is not None:
+        args = _model_args(options.judge_args, "--judge-args")
+    return model, args
 
 
 def _model_args(args: str | dict[str, Any] | None, option: str) -> dict[str, Any]:

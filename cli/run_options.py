@@ -97,6 +97,12 @@ class RunOptions:
     user_args: str | dict[str, Any] | None = option(
         None, "--user-args", kind=None, file_key=None, cli_type=Optional[str],
         help="JSON passed to litellm for user-simulator calls; temperature 0.0 unless it sets one.")
+    judge_model: Optional[str] = option(
+        None, "--judge-model", kind="model", file_key="judge", args="judge_args",
+        help="tau2 1.0.x: litellm model string of the judge that grades NL assertions; default: the installed tau2's (its config's DEFAULT_LLM_NL_ASSERTIONS). scripted/judge grades offline.")
+    judge_args: str | dict[str, Any] | None = option(
+        None, "--judge-args", kind=None, file_key=None, cli_type=Optional[str],
+        help="tau2 1.0.x: JSON passed to litellm for the judge's calls; default: the installed tau2's judge args.")
     max_steps: int = option(
         DEFAULT_MAX_STEPS, "--max-steps", kind="integer", at_least=1,
         help="Steps (messages and tool batches) after which a conversation ends as max_steps; tau2 run's default.")

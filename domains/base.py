@@ -53,6 +53,13 @@ class Domain(Protocol):
         `session` names a conversation so an implementation may cache its state."""
 
     def score(
-        self, task_id: str, messages: list[Message], termination_reason: str
+        self,
+        task_id: str,
+        messages: list[Message],
+        termination_reason: str,
+        nl_checks: list[dict[str, Any]] | None = None,
     ) -> Score:
-        """Score a finished conversation (messages include the task's initial messages)."""
+        """Score a finished conversation (messages include the task's initial messages).
+        A domain whose grading needs an LLM judge also has `judge_request(task_id,
+        messages, termination_reason)`, the judge call's messages or None; its verdicts
+        come back as `nl_checks` (only then)."""

@@ -28,6 +28,7 @@ from typing import Any
 from passhat.contracts import GoldAction, Message, Score, TaskInfo, ToolCall
 from passhat.domains.base import UnknownDomainError, UnknownTaskError
 from passhat.domains.shared_db import SharedDatabase, kept, same_data
+from passhat.domains.tau2_version import installed_rules
 
 TAU2_DOMAINS = ("airline", "retail", "telecom", "mock")
 
@@ -39,19 +40,22 @@ TAU2_DOMAINS = ("airline", "retail", "telecom", "mock")
 # A miss costs a rebuild: a fresh environment and a replay of the conversation's calls.
 DEFAULT_SESSION_CACHE_SIZE = 64
 
+# The model named to tau2's agent and user classes that passhat builds only to read
+# their system prompts.
+_PROMPT_ONLY = "passhat-prompt-only"
+
 
 def tau2_task_count(name: str) -> int | None:
     """The size of the task set tau2 runs for a domain (its "base" split where the
     domain has one, else every task, as tau2's task loaders choose), read from tau2's
     data files without importing tau2; None when they are not where tau2 keeps them."""
-    import importlib.util
     import json
-    from pathlib import Path
 
-    spec = importlib.util.find_spec("tau2")  # finds the package without importing it
-    if spec is None or not spec.submodule_search_locations:
+    from passhat.domains.tau2_version import domain_dir
+
+    folder = domain_dir(name)
+    if folder is None:
         return None
-    folder = Path(next(iter(spec.submodule_search_locations))) / "data" / "tau2" / "domains" / name
     try:
         split = json.loads((folder / "split_tasks.json").read_text())
         if "base" in split:
@@ -137,8 +141,11 @@ class Tau2Domain:
 
             task = self._tau2_task(task_id)
             # The guidelines differ with and without user tools, as in tau2's run.
+            # The model is never called: only the prompt is read (1.0.x requires one).
             user = UserSimulator(
-                tools=_data(self.tau2_name).user_tools, instructions=str(task.user_scenario)
+                tools=_data(self.tau2_name).user_tools,
+                instructions=str(task.user_scenario),
+                llm=_PROMPT_ONLY,
             )
             prompt = self._user_prompts[task_id] = user.system_prompt
         return prompt
@@ -214,8 +221,35 @@ class Tau2Domain:
 
     # -- scoring -----------------------------------------------------------------------
 
-    def score(
+    def judge_request(
         self, task_id: str, messages: list[Message], termination_reason: str
+    ) -> list[dict[str, Any]] | None:
+        """The messages of the NL-assertion judge's call that grading this conversation
+        needs (tau2 1.0.x, a stopped conversation of a task with NL assertions in its
+        reward basis), or None when grading needs no judge."""
+        from tau2.data_model.tasks import RewardType
+
+        from passhat.domains.nl_judge import judge_messages
+
+        task = self._tau2_task(task_id)
+        criteria = task.evaluation_criteria
+        if (
+            not installed_rules().grades_nl_assertions
+            or termination_reason not in ("user_stop", "agent_stop")
+            or criteria is None
+            or RewardType.NL_ASSERTION not in criteria.reward_basis
+            or not criteria.nl_assertions
+        ):
+            return None
+        trajectory = _to_tau2_trajectory(_with_initial_messages(task, messages))
+        return judge_messages(trajectory, criteria.nl_assertions)
+
+    def score(
+        self,
+        task_id: str,
+        messages: list[Message],
+        termination_reason: str,
+        nl_checks: list[dict[str, Any]] | None = None,
     ) -> Score:
         """tau2's reward for the conversation ("all" evaluation: environment, actions,
         communication). The gold final state is the same for every trial of a task, so
@@ -233,6 +267,8 @@ class Tau2Domain:
                 info={"note": f"Not a tau2 stop reason: {termination_reason!r}"},
             )
         trajectory = _to_tau2_trajectory(_with_initial_messages(task, messages))
+        if installed_rules().evaluator_replay == "tau2":
+            return self._score_as_tau2(task, trajectory, termination_reason, nl_checks)
         stopped = termination_reason in (TerminationReason.AGENT_STOP, TerminationReason.USER_STOP)
         criteria = task.evaluation_criteria
         if not stopped or criteria is None or RewardType.NL_ASSERTION in criteria.reward_basis:
@@ -250,6 +286,52 @@ class Tau2Domain:
             ))
         with _gc_paused():
             return _to_score(self._evaluate_all(task, trajectory))
+
+    def _score_as_tau2(
+        self, task: Any, trajectory: list[Any], termination_reason: str,
+        nl_checks: list[dict[str, Any]] | None,
+    ) -> Score:
+        """tau2's own "all" evaluation (1.0.x: its replay is the version's), with the NL
+        assertions graded from `nl_checks`, the judge's verdicts passhat recorded: the
+        rest of the reward basis is evaluated by tau2 and multiplied by the NL part, as
+        tau2 multiplies the parts of a basis."""
+        from tau2.data_model.simulation import NLAssertionCheck, SimulationRun
+        from tau2.data_model.tasks import RewardType
+        from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+        from tau2.utils.utils import get_now
+
+        criteria = task.evaluation_criteria
+        needs_nl = (
+            termination_reason in ("user_stop", "agent_stop")
+            and criteria is not None
+            and RewardType.NL_ASSERTION in criteria.reward_basis
+        )
+        graded = task
+        if needs_nl:
+            graded = task.model_copy(deep=True)
+            graded.evaluation_criteria.reward_basis = [
+                b for b in criteria.reward_basis if b != RewardType.NL_ASSERTION
+            ]
+        now = get_now()
+        simulation = SimulationRun(
+            id=f"passhat-{task.id}", task_id=task.id, start_time=now, end_time=now,
+            duration=0.0, termination_reason=termination_reason, messages=trajectory,
+        )
+        with _gc_paused():
+            result = evaluate_simulation(
+                simulation=simulation, task=graded, evaluation_type=EvaluationType.ALL,
+                solo_mode=False, domain=_data(self.tau2_name).evaluator_domain,
+            )
+        if needs_nl:
+            if criteria.nl_assertions and nl_checks is None:
+                raise ValueError(f"task {task.id} is graded by NL assertions: the judge's verdicts are needed")
+            checks = [NLAssertionCheck(**c) for c in nl_checks or []]
+            nl_reward = 1.0 if all(c.met for c in checks) else 0.0
+            result.reward *= nl_reward
+            result.nl_assertions = checks
+            result.reward_basis = criteria.reward_basis
+            result.reward_breakdown = {**(result.reward_breakdown or {}), RewardType.NL_ASSERTION: nl_reward}
+        return _to_score(result)
 
     def _evaluate_all(self, task: Any, trajectory: list[Any]) -> Any:
         """tau2's "all" evaluation of a stopped trajectory, as its evaluate_simulation
@@ -397,7 +479,9 @@ class _Tau2Data:
         if self._agent_prompt is None:
             from tau2.agent.llm_agent import LLMAgent
 
-            self._agent_prompt = LLMAgent(tools=self.agent_tools, domain_policy=self.policy).system_prompt
+            self._agent_prompt = LLMAgent(
+                tools=self.agent_tools, domain_policy=self.policy, llm=_PROMPT_ONLY
+            ).system_prompt
         return self._agent_prompt
 
     def new_environment(self, solo_mode: bool = False) -> Any:
@@ -683,7 +767,9 @@ def _to_score(result: Any) -> Score:
             "action_checks",
             "communicate_checks",
             "env_assertions",
+            "nl_assertions",
         )
+        if key in dumped
     }
     info["note"] = (result.info or {}).get("note")
     return Score(

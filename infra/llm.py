@@ -111,14 +111,18 @@ def load_client_modules() -> None:
             pass
 
 
-def view_for(perspective: Perspective, messages: list[Message]) -> list[dict[str, Any]]:
+def view_for(
+    perspective: Perspective, messages: list[Message], *, skip_empty_text: bool = False
+) -> list[dict[str, Any]]:
     """The conversation as one side sees it, in OpenAI chat format.
 
     The agent sees user text, its own messages and the answers to its own tool calls.
     The user simulator sees the conversation with roles flipped (it is the "assistant" of
     its own model call): agent text as user turns, its own turns and tool answers.
     This mirrors tau2's agent/user history rules, and the dicts are the ones tau2's
-    to_litellm_messages builds (tool calls carry a "name" next to "function")."""
+    to_litellm_messages builds (tool calls carry a "name" next to "function").
+    `skip_empty_text`: the other side's turns without text are left out (tau2 1.0.x's
+    user simulator does so; 26.3 shows them as empty turns)."""
     out: list[dict[str, Any]] = []
     for m in messages:
         own = m.role == perspective
@@ -144,6 +148,8 @@ def view_for(perspective: Perspective, messages: list[Message]) -> list[dict[str
                 ]
             out.append(entry)
         elif not m.tool_calls:  # the other side's text turns; its tool calls are private
+            if skip_empty_text and not (m.content or "").strip():
+                continue
             out.append({"role": "user", "content": m.content or ""})
     return out
 

@@ -9,6 +9,7 @@ custom-provider hook, so they travel the same code path as any real provider.
   draw is seeded by the trial's seed and the task, so a trial always draws the same. A
   failing trial answers with an empty message (every time it is asked again), which ends
   the conversation as an agent error.
+- `scripted/judge` grades tau2 1.0.x's NL assertions offline: every assertion is met.
 - A `latency` model argument (seconds) delays every answer, to measure throughput.
 
 The model learns which task it plays from the call's litellm `metadata`
@@ -70,14 +71,14 @@ def register(task_of: TaskLookup) -> None:
 
 def parse_name(name: str) -> float:
     """Success probability of a scripted model name: oracle is 1.0, noisy-P is P."""
-    if name == "oracle":
+    if name in ("oracle", "judge"):
         return 1.0
     match = re.fullmatch(r"noisy-(\d*\.?\d+)", name)
     if match and 0.0 <= float(match.group(1)) <= 1.0:
         return float(match.group(1))
     raise ScriptedModelError(
-        f"unknown scripted model 'scripted/{name}': use scripted/oracle or "
-        "scripted/noisy-P with 0 <= P <= 1 (e.g. scripted/noisy-0.7)"
+        f"unknown scripted model 'scripted/{name}': use scripted/oracle, "
+        "scripted/noisy-P with 0 <= P <= 1 (e.g. scripted/noisy-0.7) or scripted/judge"
     )
 
 
@@ -98,7 +99,9 @@ def _answer(task_of: TaskLookup, model: str, messages: list[dict], kwargs: dict)
     task = task_of(meta["domain"], meta["task_id"])
     role = meta.get("role", "assistant")
     seed = params.get("seed")
-    if role == "user":
+    if role == "judge":
+        message = judge_turn(messages)
+    elif role == "user":
         message = user_turn(task, messages)
     else:
         message = (
@@ -124,6 +127,19 @@ def _answer(task_of: TaskLookup, model: str, messages: list[dict], kwargs: dict)
         },
     )
     return response, float(params.get("latency") or 0.0)
+
+
+def judge_turn(messages: list[dict]) -> dict:
+    """scripted/judge: every NL assertion of tau2 1.0.x's judge request is met."""
+    import ast
+
+    listed = str(messages[-1].get("content") or "").rpartition("expectedOutcomes:")[2]
+    try:
+        assertions = ast.literal_eval(listed.strip())
+    except (ValueError, SyntaxError):
+        assertions = []
+    results = [{"expectedOutcome": a, "reasoning": "scripted", "metExpectation": True} for a in assertions]
+    return {"role": "assistant", "content": json.dumps({"results": results})}
 
 
 def _progress(messages: list[dict]) -> int:

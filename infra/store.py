@@ -267,6 +267,15 @@ class RunProgress:
 _NO_RETRY = {"retry_error": None, "retry_attempt": None, "retried_at": None}
 
 
+_DISCARDED = "~discarded-"
+
+
+def discarded_trial_id(trial_id: str, attempt: int) -> str:
+    """Where the steps of a trial's attempt that was set aside (Store.discard_attempt)
+    are kept."""
+    return f"{trial_id}{_DISCARDED}{attempt}"
+
+
 def step_id(trial_id: str, step: int) -> str:
     return f"{trial_id}#{step}"
 
@@ -292,6 +301,14 @@ def _add_missing_columns(conn: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------
+
+
+def _as_recorded(row: RunRow, config: RunConfig) -> RunConfig:
+    """`config` as a run recorded before some of its fields existed would have it."""
+    try:
+        return config.as_recorded_by(RunConfig.model_validate_json(row.config_json))
+    except ValueError:
+        return config
 
 
 def _config_differences(stored_json: str, new: RunConfig) -> list[str]:
@@ -466,7 +483,7 @@ class Store:
 
     @staticmethod
     def _same_experiment(row: RunRow, config: RunConfig) -> None:
-        if row.fingerprint != config.fingerprint():
+        if row.fingerprint != config.fingerprint() and row.fingerprint != _as_recorded(row, config).fingerprint():
             differ = _config_differences(row.config_json, config)
             raise ConfigMismatchError(
                 f"run {config.run_id!r} already exists with a different configuration"
@@ -577,7 +594,12 @@ class Store:
                 func.coalesce(func.sum(StepRow.input_tokens), 0),
                 func.coalesce(func.sum(StepRow.output_tokens), 0),
                 func.coalesce(func.sum(StepRow.cost), 0.0),
-            ).where(StepRow.trial_id == trial_id)
+            ).where(
+                # steps kept beside the conversation (attempts set aside by
+                # discard_attempt, the judge's) were paid for too
+                (StepRow.trial_id == trial_id)
+                | StepRow.trial_id.startswith(f"{trial_id}~")  # type: ignore[attr-defined]
+            )
         ).one()
         return {
             "input_tokens": tokens_in,
@@ -629,10 +651,11 @@ class Store:
         )
 
     def mark_not_evaluable(
-        self, trial_id: str, error: str, error_class: str
+        self, trial_id: str, error: str, error_class: str, termination_reason: str | None = None
     ) -> TrialRow:
         """The trial could not be scored (e.g. a model kept failing); resume retries it.
-        Tokens spent so far are still summed: they were paid for."""
+        Tokens spent so far are still summed: they were paid for. `termination_reason`
+        is the reason tau2 would record (1.0.x: infrastructure_error), if any."""
         with self._session() as s:
             n_steps = s.exec(
                 select(func.count())
@@ -647,8 +670,37 @@ class Store:
                 "error_class": error_class,
                 "error_side": None,
                 "n_steps": n_steps,
+                "termination_reason": termination_reason,
             },
         )
+
+    def discard_attempt(self, trial_id: str, keep_at_most: int) -> int | None:
+        """Set the trial's current conversation aside so that it starts again from the
+        beginning (tau2 1.0.x re-runs a simulation that raised). Its steps stay recorded,
+        under `discarded_trial_id(trial_id, n)`: they were paid for, and the run's cost
+        counts them. Returns how many attempts are now set aside, or None when
+        `keep_at_most` are already and the current one must stand. Safe to repeat: with
+        no current steps nothing is moved and the count is returned again."""
+        prefix = f"{trial_id}{_DISCARDED}"
+        with self._session() as s:
+            done = s.exec(
+                select(func.count(func.distinct(StepRow.trial_id))).where(
+                    StepRow.trial_id.startswith(prefix)  # type: ignore[attr-defined]
+                )
+            ).one()
+            rows = list(s.exec(select(StepRow).where(StepRow.trial_id == trial_id)))
+            if not rows:
+                return done
+            if done >= keep_at_most:
+                return None
+            aside = discarded_trial_id(trial_id, done + 1)
+            for row in rows:
+                s.exec(
+                    update(StepRow)
+                    .where(StepRow.id == row.id)
+                    .values(trial_id=aside, id=step_id(aside, row.step))
+                )
+            return done + 1
 
     def mark_cancelled(self, trial_id: str) -> None:
         """The run was cancelled while this trial ran: it keeps its steps, and resume

@@ -194,6 +194,13 @@ class TrialSettings(BaseModel):
     # answered with an error tool message and the conversation goes on. tau2 ends the
     # conversation as agent_error instead.
     lenient_tool_arguments: bool = False
+    # The tau2 version the run is made with ("26.3", "1.0.1"): its rules (domains/
+    # tau2_version.RULES) decide the conversation. None: recorded before passhat kept
+    # it, when 26.3 was the only one.
+    tau2_version: str | None = None
+    # tau2 1.0.x: the judge of NL assertions (None where the version grades none).
+    judge_model: str | None = None
+    judge_args: dict[str, Any] = Field(default_factory=dict)
     retry: RetryConfig = Field(default_factory=RetryConfig)
     # Provider -> its cap. A capped provider's calls go to its own task queue.
     provider_limits: dict[str, ProviderLimit] = Field(default_factory=dict)
@@ -238,6 +245,11 @@ class TrialSettings(BaseModel):
         return []
 
 
+# RunConfig fields passhat began to record after runs already existed: a stored run
+# without them (None) was made on tau2 26.3, the only tau2 passhat ran on before.
+RECORDED_LATER = ("tau2_version", "tau2_data", "judge_model")
+
+
 class RunConfig(TrialSettings):
     """What a user asked for. Two runs with the same id must have the same config."""
 
@@ -259,6 +271,17 @@ class RunConfig(TrialSettings):
     # direct_calls). The run starts its longest tasks first: a long conversation started
     # last would run on alone after the others have ended, and set the run's wall time.
     expected_calls: dict[str, dict[str, int]] = Field(default_factory=dict)
+    # A digest of the tau2 data files of the run's domains (tasks, databases, policies):
+    # two runs with the same version but edited data are not the same experiment.
+    tau2_data: str | None = None
+
+    def as_recorded_by(self, stored: "RunConfig") -> "RunConfig":
+        """This configuration without the fields `stored` (a run recorded before they
+        existed) lacks, so the two compare on what both record; only while this one is
+        on tau2 26.3 too."""
+        if stored.tau2_version is not None or (self.tau2_version or "26.3").split(".")[0] != "26":
+            return self
+        return self.model_copy(update={name: None for name in RECORDED_LATER})
 
     def fingerprint(self) -> str:
         """Identity of the experiment, used to refuse a different config under one run id.
@@ -269,6 +292,11 @@ class RunConfig(TrialSettings):
         for name in ("agent_model_args", "agent", "agent_prompt"):
             if not getattr(self, name):  # absent from runs stored before it existed
                 exclude.add(name)
+        for recorded_later in RECORDED_LATER:
+            if getattr(self, recorded_later) is None:
+                exclude.add(recorded_later)
+        if self.judge_model is None:
+            exclude.add("judge_args")
         body = self.model_dump(mode="json", exclude=exclude)
         return stable_hash(json.dumps(body, sort_keys=True))
 
@@ -347,6 +375,8 @@ class StepRef(BaseModel):
 
     trial: TrialSpec
     step: int
+    # The judge's step only: how the conversation ended (grading depends on it).
+    termination_reason: str | None = None
 
 
 class StepResult(BaseModel):

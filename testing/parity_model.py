@@ -210,6 +210,32 @@ class _Task:
 
 
 
+JUDGE_TAG = "expectedOutcome"  # in tau2 1.0.x's NL-assertion judge prompt
+
+
+def judge_answer(body: dict) -> dict | None:
+    """The answer to tau2 1.0.x's NL-assertion judge, or None for any other request.
+    A pure function of the request like the rest: each assertion is met unless a hash
+    of (conversation, assertion) says otherwise (about one in four), so both verdicts
+    occur. The judge's request has no seed, so it belongs to no single conversation."""
+    import ast
+
+    messages = body.get("messages") or []
+    if len(messages) != 2 or JUDGE_TAG not in message_text(messages[0].get("content")):
+        return None
+    text = message_text(messages[1].get("content"))
+    head, _, listed = text.rpartition("expectedOutcomes:")
+    try:
+        assertions = ast.literal_eval(listed.strip())
+    except (ValueError, SyntaxError):
+        assertions = []
+    results = [
+        {"expectedOutcome": a, "reasoning": "parity", "metExpectation": _hash(head, a) % 4 != 0}
+        for a in assertions
+    ]
+    return {"content": json.dumps({"results": results})}
+
+
 def _call(cid: str, name: str, arguments: Any, compact: bool = False) -> dict:
     """A tool call. `compact` writes the arguments without spaces and with raw non-ASCII
     characters, unlike json.dumps' defaults (tau2 re-serialises parsed arguments with
@@ -324,6 +350,9 @@ class ParityModel:
         return self.answer(body)
 
     def answer(self, body: dict) -> dict:
+        verdicts = judge_answer(body)
+        if verdicts is not None:
+            return verdicts
         key, task, messages = self._identify(body)
         behaviour = behaviour_for(key.domain, key.task_id, key.seed)
         if key.side == "user":

@@ -15,6 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from passhat.activities.conversation import ConversationActivities
     from passhat.activities.results import NotEvaluable, ResultActivities, ScoreRequest
     from passhat.contracts import StepRef, StepResult, TrialOutcome, TrialSpec
+    from passhat.domains.tau2_version import rules_for
     from passhat.infra import search_attributes as sa
     from passhat.workflows.activity_options import bookkeeping, model_call
     from passhat.workflows.cancellation import stop_if_cancelled
@@ -39,6 +40,7 @@ class Turns:
         self.steps = 0
         self.errors = 0
         self.termination_reason: str | None = None
+        self.model_failure: str | None = None  # the failure that ended it, if one did
 
     def apply(self, r: StepResult) -> None:
         if r.step == 0:  # the opening: greeting or the task's initial conversation
@@ -49,8 +51,10 @@ class Turns:
         self.steps += 1
         if r.failure:
             # The model's output ended the conversation. tau2 records this as agent_error
-            # (whichever side failed) and checks nothing more.
+            # (whichever side failed) and checks nothing more; a version that re-runs
+            # such a simulation has the workflow do that (TrialWorkflow._run).
             self.termination_reason = "agent_error"
+            self.model_failure = r.failure
             return
         if r.role == "tool":
             self.errors += r.tool_errors
@@ -119,17 +123,33 @@ class TrialWorkflow:
             scored = await self._store_step(ResultActivities.open_trial, spec)
             if scored is not None:  # already scored by an earlier execution: resume skips it
                 return scored
-            recorded = await self._store_step(ResultActivities.recorded_steps, spec)
-            turns = Turns(spec)
-            for result in recorded:
-                turns.apply(result)
-            step = len(recorded)
-            while turns.termination_reason is None:
-                # A cancel that arrived while the previous step ran, and did not stop it,
-                # stops the conversation here: no model call starts after it.
-                stop_if_cancelled()
-                turns.apply(await self._step(spec, turns.to_role, step, turns.pending_tools))
-                step += 1
+            rules = rules_for(spec.tau2_version)
+            while True:
+                turns, step = await self._converse(spec)
+                if turns.model_failure is None or rules.on_model_failure != "rerun":
+                    break
+                # The version re-runs the whole simulation (same seed) after a failure,
+                # a bounded number of times, and then gives up on it.
+                if await self._store_step(ResultActivities.restart_trial, spec) is None:
+                    return await workflow.execute_activity_method(
+                        ResultActivities.mark_not_evaluable,
+                        NotEvaluable(
+                            trial=spec,
+                            error=f"{turns.model_failure} on every one of "
+                            f"{1 + rules.simulation_retries} attempts",
+                            error_class=turns.model_failure,
+                            termination_reason=rules.exhausted_reason,
+                        ),
+                        **options,
+                    )
+            if rules.grades_nl_assertions and turns.termination_reason in ("user_stop", "agent_stop"):
+                if not await self._judge(spec, step, turns.termination_reason):
+                    return await workflow.execute_activity_method(
+                        ResultActivities.mark_not_evaluable,
+                        NotEvaluable(trial=spec, error="the NL-assertion judge's reply could not be read",
+                                     error_class="JudgeError", termination_reason=rules.exhausted_reason),
+                        **options,
+                    )
             return await self._store_step(
                 ResultActivities.score_trial,
                 ScoreRequest(trial=spec, termination_reason=turns.termination_reason, n_steps=step),
@@ -154,6 +174,21 @@ class TrialWorkflow:
                 **options,
             )
 
+    async def _converse(self, spec: TrialSpec) -> tuple[Turns, int]:
+        """Run the conversation from its recorded steps until it ends."""
+        recorded = await self._store_step(ResultActivities.recorded_steps, spec)
+        turns = Turns(spec)
+        for result in recorded:
+            turns.apply(result)
+        step = len(recorded)
+        while turns.termination_reason is None:
+            # A cancel that arrived while the previous step ran, and did not stop it,
+            # stops the conversation here: no model call starts after it.
+            stop_if_cancelled()
+            turns.apply(await self._step(spec, turns.to_role, step, turns.pending_tools))
+            step += 1
+        return turns, step
+
     async def _step(self, spec: TrialSpec, to_role: str, step: int, tools: list[str]) -> StepResult:
         ref = StepRef(trial=spec, step=step)
         if to_role == "env":
@@ -173,6 +208,16 @@ class TrialWorkflow:
             ConversationActivities.user_turn, ref, **options,
             task_queue=spec.model_queue(spec.user_model),
             summary=f"user {spec.user_model}, step {step}",
+        )
+
+    async def _judge(self, spec: TrialSpec, step: int, reason: str) -> bool:
+        """The NL-assertion judge's step (a model call: its options and queue)."""
+        return await workflow.execute_activity_method(
+            ConversationActivities.judge_turn,
+            StepRef(trial=spec, step=0, termination_reason=reason),
+            **model_call(spec.retry),
+            task_queue=spec.model_queue(spec.judge_model or ""),
+            summary=f"judge {spec.judge_model}, after step {step - 1}",
         )
 
     async def _store_step(self, activity, arg, summary: str | None = None):  # noqa: ANN001, ANN202

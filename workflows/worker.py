@@ -101,7 +101,7 @@ def build_worker(
     asyncio.get_running_loop().set_default_executor(
         ThreadPoolExecutor(max_workers=max_concurrent_activities, thread_name_prefix="passhat-async")
     )
-    model_calls = [conversation.agent_turn, conversation.user_turn]
+    model_calls = [conversation.agent_turn, conversation.user_turn, conversation.judge_turn]
     build = build_id()
     workers = [Worker(
         client,
@@ -115,6 +115,7 @@ def build_worker(
             results.recorded_steps,
             results.score_trial,
             results.mark_not_evaluable,
+            results.restart_trial,
             results.mark_cancelled,
             results.record_task,
             results.summarize_run,

@@ -489,3 +489,26 @@ def test_a_store_of_an_earlier_passhat_gets_the_new_columns(db_url):
         assert s.run_progress("r1").retrying == 1
     finally:
         s.close()
+
+
+def test_discard_attempt_sets_the_conversation_aside_and_keeps_its_cost(store):
+    """tau2 1.0.x re-runs a failed simulation: the attempt's steps leave the trial's
+    conversation but stay counted in its cost, at most `keep_at_most` times."""
+    spec = make_spec()
+    store.create_run(make_config(), total_trials=3)
+    store.begin_trial(spec)
+    for attempt in (1, 2):
+        store.record_step(spec.trial_id, "r1", 0, "assistant", [msg("hi")])
+        store.record_step(spec.trial_id, "r1", 1, "user", [msg("", role="user")], cost=0.5)
+        assert store.discard_attempt(spec.trial_id, keep_at_most=2) == attempt
+        assert store.steps(spec.trial_id) == []
+        # Repeating it (a retried activity) moves nothing more.
+        assert store.discard_attempt(spec.trial_id, keep_at_most=2) == attempt
+    store.record_step(spec.trial_id, "r1", 0, "assistant", [msg("hi")])
+    store.record_step(spec.trial_id, "r1", 1, "user", [msg("", role="user")], cost=0.5)
+    assert store.discard_attempt(spec.trial_id, keep_at_most=2) is None  # the last one stands
+    assert len(store.steps(spec.trial_id)) == 2
+    row = store.mark_not_evaluable(spec.trial_id, "EmptyReply x3", "EmptyReply", "infrastructure_error")
+    assert row.termination_reason == "infrastructure_error"
+    assert row.cost == pytest.approx(1.5)
+    assert store.run_cost("r1") == pytest.approx(1.5)

@@ -49,6 +49,7 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from passhat.domains.tau2_version import installed_rules
 from passhat.testing import parity_model as pm
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.scripted_http import http_args as passhat_http_args
@@ -113,6 +114,18 @@ def _candidates() -> dict[str, list[tuple[str, str, bool]]]:
     return out
 
 
+def _judged_tasks(domain: str) -> set[str]:
+    """Tasks whose grading calls tau2 1.0.x's judge (NL assertions in the reward basis,
+    and assertions to judge)."""
+    from passhat.domains.tau2_domain import default_tasks
+
+    return {
+        t.id for t in default_tasks(domain)
+        if t.evaluation_criteria and "NL_ASSERTION" in {str(getattr(b, "value", b)) for b in t.evaluation_criteria.reward_basis}
+        and t.evaluation_criteria.nl_assertions
+    }
+
+
 def select_tasks(seeds: list[int]) -> dict[str, list[str]]:
     """Tasks for the main group: every behaviour (and variant, see pm.facets) at least once, each domain's required
     ones in that domain, mock's initial-conversation task, at least MIN_CONVERSATIONS
@@ -164,6 +177,16 @@ def select_tasks(seeds: list[int]) -> dict[str, list[str]]:
                 break
         else:
             break  # nothing can cover the rest; the reference test reports it
+    # tau2 1.0.x: tasks graded by the NL-assertion judge (with assertions to judge),
+    # two per domain that has them, preferring conversations that end in a stop.
+    if installed_rules().grades_nl_assertions:
+        for d in DOMAINS:
+            judged = _judged_tasks(d)
+            for _ in range(2 - len(set(chosen[d]) & judged)):
+                best = max((c for c in free(d) if c[0] in judged),
+                           key=lambda c: "oracle" in c[2], default=None)
+                if best is not None:
+                    add(d, *best)
     # Fill up, round robin over the domains, preferring oracle conversations
     # (successes) and new behaviours for the domain.
     while sum(map(len, chosen.values())) * len(seeds) < MIN_CONVERSATIONS:
@@ -218,6 +241,7 @@ class RunnerResult:
     responder_errors: list[str] = field(default_factory=list)
     seed_alias: dict[int, int] = field(default_factory=dict)  # passhat seed -> tau2 seed played
     failures: list[str] = field(default_factory=list)  # the runner itself failed
+    judge_requests: list[dict] = field(default_factory=list)  # tau2 1.0.x's NL judge
 
 
 class AnswerLog:
@@ -253,6 +277,9 @@ def collect_requests(
     """Group a server's requests per conversation, keeping arrival order (requests of one
     conversation are sequential in both runners)."""
     for body in srv.requests:
+        if isinstance(body, dict) and pm.judge_answer(body) is not None:
+            result.judge_requests.append(body)  # no seed: not one conversation's
+            continue
         key = model.key(body) if isinstance(body, dict) else None
         trial = None if key is None else seed_to_trial.get((key.domain, key.task_id, key.seed))
         if key is None or trial is None:
@@ -268,8 +295,16 @@ def run_tau2(group: Group, tasks: dict[str, list[str]], model: pm.ParityModel, r
 
     seeds = tau2_seeds()
     state = random.getstate()  # run_tasks reseeds the global random module
-    with FaultServer(responder=ANSWERS.wrap(model)) as srv:
+    rules = installed_rules()
+    with FaultServer(responder=ANSWERS.wrap(model)) as srv, _tau2_judge(srv):
         args = http_args(srv, temperature=0.0)  # `tau2 run`'s default llm args
+        # How a failed simulation is handled is the version's: 26.3 records it as an
+        # agent_error placeholder (--skip-failed-samples); 1.0.x re-runs it
+        # (--max-retries) and then records infrastructure_error.
+        failures = (
+            {"max_retries": rules.simulation_retries, "retry_delay": 0.0}
+            if rules.on_model_failure == "rerun" else {"skip_failed_samples": True}
+        )
         for domain, ids in tasks.items():
             res = run_tasks(
                 domain=domain,
@@ -286,15 +321,15 @@ def run_tau2(group: Group, tasks: dict[str, list[str]], model: pm.ParityModel, r
                 save_to=None,
                 console_display=False,
                 max_concurrency=2,
-                skip_failed_samples=True,
                 seed=BASE_SEED,
+                **failures,
                 log_level="ERROR",
             )
             for sim in res.simulations:
                 result.outcomes[(group.name, domain, sim.task_id, sim.trial)] = Outcome(
                     sim.termination_reason.value,
                     sim.reward_info.reward if sim.reward_info else None,
-                    "skipped (tau2 raised)" if sim.skipped else "",
+                    "skipped (tau2 raised)" if getattr(sim, "skipped", False) else "",
                     sim.messages[-1].role if sim.messages else None,
                 )
         random.setstate(state)
@@ -302,6 +337,24 @@ def run_tau2(group: Group, tasks: dict[str, list[str]], model: pm.ParityModel, r
             (d, t, s): i for d, ids in tasks.items() for t in ids for i, s in enumerate(seeds)
         }
         collect_requests(result, group, model, srv, seed_to_trial)
+
+
+@contextlib.contextmanager
+def _tau2_judge(srv: FaultServer):
+    """tau2 1.0.x grades NL assertions with the judge named in its config; for the test
+    it is the parity model on the loopback server (tau2 offers no option for it)."""
+    if not installed_rules().grades_nl_assertions:
+        yield
+        return
+    from tau2.evaluator import evaluator_nl_assertions as module
+
+    saved = module.DEFAULT_LLM_NL_ASSERTIONS, module.DEFAULT_LLM_NL_ASSERTIONS_ARGS
+    module.DEFAULT_LLM_NL_ASSERTIONS = MODEL
+    module.DEFAULT_LLM_NL_ASSERTIONS_ARGS = http_args(srv, temperature=0.0)
+    try:
+        yield
+    finally:
+        module.DEFAULT_LLM_NL_ASSERTIONS, module.DEFAULT_LLM_NL_ASSERTIONS_ARGS = saved
 
 
 async def run_passhat(
@@ -325,6 +378,7 @@ async def run_passhat(
                 trials=TRIALS, concurrency=8, agent_args=args, user_args=args,
                 max_steps=group.max_steps, max_errors=group.max_errors, max_attempts=2,
                 model_timeout=60.0,
+                **({"judge_model": MODEL, "judge_args": args} if installed_rules().grades_nl_assertions else {}),
             ))
             for domain, ids in tasks.items()
         ]
@@ -671,6 +725,9 @@ EXPECTED_TAU2 = {
 
 
 def expected_tau2_reason(group: str, behaviour: str) -> str:
+    rules = installed_rules()
+    if rules.on_model_failure == "rerun" and EXPECTED_TAU2.get(behaviour) == "agent_error":
+        return rules.exhausted_reason  # re-run, failed every time
     if behaviour == "endless_stop":
         return "max_steps" if group == ODD.name else "user_stop"
     if behaviour == "endless_errors":
@@ -696,7 +753,8 @@ async def test_tau2_reference_exercises_every_rule(parity: Parity):
     assert not wrong, "\n".join(wrong)
     assert pm.all_facets() <= set(seen), f"behaviours never played: {pm.all_facets() - set(seen)}"
     reasons = Counter(o.termination_reason for o in t.outcomes.values())
-    assert {"user_stop", "max_steps", "too_many_errors", "agent_error"} <= set(reasons), reasons
+    failed = installed_rules().exhausted_reason or "agent_error"
+    assert {"user_stop", "max_steps", "too_many_errors", failed} <= set(reasons), reasons
     rewards = Counter(o.reward for o in t.outcomes.values())
     assert {0.0, 1.0} <= set(rewards), rewards
     assert all(set(ts) for ts in parity.selection[MAIN.name].values())
@@ -731,6 +789,25 @@ async def test_request_sequences_match(parity: Parity):
         problems.append(f"{len(c.request_diffs)} conversations with different request sequences")
     if problems:
         pytest.fail("; ".join(problems) + "\n\n" + c.report, pytrace=False)
+
+
+@pytest.mark.skipif(not installed_rules().grades_nl_assertions,
+                    reason="needs tau2 1.0.x: 26.3 grades no NL assertions")
+async def test_judge_requests_match(parity: Parity):
+    """tau2 1.0.x's NL-assertion judge: passhat sends the same judge requests (a
+    multiset: they carry no seed, so they belong to no one conversation), and some
+    conversations were graded by it with either verdict."""
+    def bag(bodies: list[dict]) -> Counter:
+        return Counter(json.dumps(b, sort_keys=True) for b in bodies)
+
+    tau2, ours = bag(parity.tau2.judge_requests), bag(parity.passhat.judge_requests)
+    assert tau2, "tau2 never called the judge: no task with NL assertions was graded"
+    assert tau2 == ours, (
+        f"judge requests differ: {sum((tau2 - ours).values())} only tau2's, "
+        f"{sum((ours - tau2).values())} only passhat's"
+        + "".join("\n" + ln for ln in unified(json.loads(next(iter(tau2 - ours), "{}")),
+                                               json.loads(next(iter(ours - tau2), "{}")))[:40])
+    )
 
 
 async def test_outcomes_match(parity: Parity):
