@@ -165,6 +165,22 @@ BAD_FILES = [
     pytest.param([_action(name="fly_me_home")], "evaluation_criteria.actions.0.name: the airline domain has no agent tool 'fly_me_home'; its agent tools are: book_reservation", id="unknown-tool"),
     pytest.param([_action(requestor="user")], "the action 'get_user_details' is the user's, but the airline domain gives the user no tools", id="user-action-without-user-tools"),
     pytest.param([_action(requestor="robot")], "evaluation_criteria.actions.0.requestor: Input should be 'user' or 'assistant'", id="bad-requestor"),
+    # Gold arguments are checked against the tool's JSON schema: the oracle would replay
+    # the same wrong call and score 1.0.
+    pytest.param([_action(name="get_reservation_details", arguments={"reservation": "EHGLP3"})],
+                 "evaluation_criteria.actions.0 (get_reservation_details): argument 'reservation': the tool has no such parameter; its parameters are: reservation_id",
+                 id="unknown-argument"),
+    pytest.param([_action(arguments={})],
+                 "evaluation_criteria.actions.0 (get_user_details): argument 'user_id': the tool requires it, and it is missing",
+                 id="missing-argument"),
+    pytest.param([_action(arguments={"user_id": 7})],
+                 "evaluation_criteria.actions.0 (get_user_details): argument 'user_id': 7 is not of type 'string'",
+                 id="wrong-type"),
+    pytest.param([_action(name="update_reservation_flights", arguments={
+                     "reservation_id": "EHGLP3", "cabin": "economy", "payment_id": "gift_card_1",
+                     "flights": "HAT001"})],
+                 "evaluation_criteria.actions.0 (update_reservation_flights): argument 'flights': 'HAT001' is not of type 'array'",
+                 id="wrong-type-nested-schema"),
 ]
 
 
@@ -207,7 +223,8 @@ def test_reading_and_validating_separately_gives_tau2_tasks(tmp_path):
     path = write(tmp_path / "t.json", [TASK])
     raw = read_task_list(path)
     assert raw == [TASK]
-    [task] = validate_tasks(path, raw, domain="airline", agent_tools={"get_user_details"}, user_tools=None)
+    schema = {"properties": {"user_id": {"type": "string"}}, "required": ["user_id"]}
+    [task] = validate_tasks(path, raw, domain="airline", agent_tools={"get_user_details": schema}, user_tools=None)
     assert task.id == "t1" and task.evaluation_criteria.actions[0].name == "get_user_details"
 
 
