@@ -13,6 +13,7 @@ file, the task and the field, and no run is created.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,33 @@ def read_task_list(path: str | Path) -> list[Any]:
     if not raw:
         raise TaskFileError(f"{where} holds an empty list: give at least one task")
     return raw
+
+
+def tasks_digest(raw: list[Any]) -> str:
+    """A digest of the tasks themselves: reformatting the file, or reordering its tasks
+    or a task's keys, leaves it as it was (a run names its tasks by id); changing any
+    value changes it."""
+    canonical = sorted(_canonical(t) for t in raw)
+    return hashlib.sha256("\n".join(canonical).encode()).hexdigest()
+
+
+def _canonical(task: Any) -> str:
+    return json.dumps(task, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def differing_tasks(kept: list[Any], current: list[Any]) -> list[str]:
+    """The ids of the tasks that differ between two versions of a task file, each with
+    how ("0 (changed)", "7 (added)", "3 (removed)"), in the files' order."""
+
+    def by_id(raw: list[Any]) -> dict[str, str]:
+        return {
+            str(t.get("id") if isinstance(t, dict) else f"at index {i}"): _canonical(t)
+            for i, t in enumerate(raw)
+        }
+
+    old, new = by_id(kept), by_id(current)
+    out = [f"{i} (changed)" if i in old else f"{i} (added)" for i in new if old.get(i) != new[i]]
+    return out + [f"{i} (removed)" for i in old if i not in new]
 
 
 def validate_tasks(

@@ -31,9 +31,10 @@ from passhat.infra.secrets import without_secrets
 from passhat.results.records import ResultsFileError, StepRecord, TrialRecord, aware
 
 
-def tau2_tasks(domain: str, task_ids: list[str]) -> list[Any]:
+def tau2_tasks(domain: str, task_ids: list[str], kept: list[Any] | None = None) -> list[Any]:
     """tau2 Task models of `domain` ("airline", or "airline@/path/tasks.json" for a task
-    file), in the order of `task_ids`."""
+    file), in the order of `task_ids`. `kept` is the copy of a task file's tasks the run
+    kept (infra.store.RunTasksRow): what the run played, whatever the file holds now."""
     quiet_tau2()
     from tau2.data_model.tasks import Task
 
@@ -42,7 +43,7 @@ def tau2_tasks(domain: str, task_ids: list[str]) -> list[Any]:
         raise ResultsFileError(f"domain {domain!r} is not a tau2 domain")
     if path:
         try:
-            raw = json.loads(Path(path).read_text(encoding="utf-8"))
+            raw = kept if kept is not None else json.loads(Path(path).read_text(encoding="utf-8"))
             tasks = [Task.model_validate(item) for item in raw]
         except (OSError, ValueError) as err:
             raise ResultsFileError(
@@ -73,6 +74,7 @@ def to_tau2_results(
     max_errors: int,
     records: list[TrialRecord],
     git_commit: str = "unknown",
+    kept_tasks: list[Any] | None = None,
 ) -> str:
     """One tau2 Results file (JSON text) for one agent model on one domain. Only scored
     trials are written. The text is loaded back with tau2's Results model before it is
@@ -107,7 +109,7 @@ def to_tau2_results(
         for r in sorted(records, key=lambda r: (r.trial_index, _task_order(task_ids, r.task_id)))
         if r.status == TRIAL_SCORED
     ]
-    results = Results(info=info, tasks=tau2_tasks(domain, task_ids), simulations=simulations)
+    results = Results(info=info, tasks=tau2_tasks(domain, task_ids, kept_tasks), simulations=simulations)
     text = results.model_dump_json(indent=2)
     try:
         Results.model_validate_json(text)

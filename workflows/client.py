@@ -53,11 +53,14 @@ async def start_run(
     # the commands that only read a run's status must not wait for.
     from passhat.workflows.run import RunRequest, RunWorkflow
 
+    task_files = unchanged_task_files(store, config)
     stored = store.check_config(config)
     existed = stored is not None
     if stored is not None:
         await _check_budget_change(client, stored.run_config(), config, resume)
     store.create_run(config, config.total_trials())
+    for domain, (digest, tasks) in task_files.items():
+        store.keep_run_tasks(config.run_id, domain, digest, tasks)
     try:
         handle = await client.start_workflow(
             RunWorkflow.run,
@@ -83,6 +86,36 @@ async def start_run(
             store.set_run_budget(config.run_id, config.max_cost)
         store.set_run_status(config.run_id, RUN_RUNNING)
     return handle
+
+
+def unchanged_task_files(store, config: RunConfig) -> dict[str, tuple[str, list[Any]]]:  # noqa: ANN001
+    """The tasks of each task file the run reads, with their digest, as the files hold
+    them now. A run recorded before keeps the tasks it was recorded with: when a file
+    has changed since, attaching to the run (or resuming it) is refused, naming the
+    tasks that differ, before anything is written. Checked before the rest of the
+    configuration, whose task ids an added or removed task changes too."""
+    from passhat.domains.task_file import differing_tasks, read_task_list, split_domain_name, tasks_digest
+    from passhat.infra.store import ConfigMismatchError
+
+    kept = store.run_tasks(config.run_id)
+    current: dict[str, tuple[str, list[Any]]] = {}
+    for domain in config.domains:
+        path = split_domain_name(domain)[1]
+        if path is None:
+            continue
+        tasks = read_task_list(path)
+        digest = tasks_digest(tasks)
+        row = kept.get(domain)
+        if row is not None and row.digest != digest:
+            differ = differing_tasks(row.tasks(), tasks)
+            shown = ", ".join(differ[:5]) + (f" and {len(differ) - 5} more" if len(differ) > 5 else "")
+            raise ConfigMismatchError(
+                f"task file {path} changed since run {config.run_id} recorded its tasks "
+                f"(tasks that differ: {shown or 'none by id'}); restore the file to go on with "
+                "this run, or give the changed tasks a new --run-id"
+            )
+        current[domain] = (digest, tasks)
+    return current
 
 
 def describe_budget(max_cost: float | None) -> str:
