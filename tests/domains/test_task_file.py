@@ -273,7 +273,8 @@ def test_a_run_keeps_its_tasks_when_the_file_changes_or_moves(temporal_server, t
         assert result.returncode == 0, result.stderr
         return json.loads(Path(result.stdout.strip()).read_text())["tasks"]
 
-    assert [t["id"] for t in exported_tasks("before")] == ["0", "look-up-user"]
+    expected = exported_tasks("before")
+    assert [t["id"] for t in expected] == ["0", "look-up-user"]
 
     # Reformatting the file changes no task: the run attaches.
     write(task_file, json.dumps(played, indent=4, sort_keys=True))
@@ -290,7 +291,6 @@ def test_a_run_keeps_its_tasks_when_the_file_changes_or_moves(temporal_server, t
     assert [(t.trial_id, t.status, t.reward) for t in store.trials("kept-tasks")] == recorded
 
     # Export writes the tasks the run played, not the edited ones, and needs no file.
-    expected = exported_tasks("before")
     assert exported_tasks("edited") == expected
     task_file.rename(tmp_path / "moved.json")
     assert exported_tasks("moved") == expected
