@@ -244,9 +244,10 @@ async def _workflow_exists(client: Client, workflow_id: str) -> bool:
     return True
 
 
-async def workflow_status(client: Client, run_id: str) -> str | None:
-    """The run workflow's status; for a running one with no worker to execute it, the
-    status says so and how to start one."""
+async def workflow_status(client: Client, run_id: str) -> tuple[str, str | None] | None:
+    """The run workflow's state (lower case, bare: "running", "completed", ...) and what
+    a user should know about it: for a running one with no worker to execute it, that
+    it waits and how to serve it. None when Temporal has no such workflow."""
     try:
         desc = await client.get_workflow_handle(run_id).describe()
     except Exception:
@@ -254,9 +255,10 @@ async def workflow_status(client: Client, run_id: str) -> str | None:
     status = desc.status
     name = status.name.lower() if isinstance(status, WorkflowExecutionStatus) else str(status)
     if status == WorkflowExecutionStatus.RUNNING and not await has_live_worker(client, desc.task_queue):
-        name += (f" (but no worker has polled task queue {desc.task_queue!r} for "
-                 f"{POLLER_FRESH_S // 60:g} minutes: start one with `passhat worker`)")
-    return name
+        return name, (f"no worker has polled task queue {desc.task_queue!r} for "
+                      f"{POLLER_FRESH_S // 60:g} minutes: start one with `passhat worker`, or serve "
+                      f"the run from this shell with `passhat resume {run_id}`")
+    return name, None
 
 
 # A live worker's long polls return within about a minute and it polls again at once, so
