@@ -87,6 +87,12 @@ def server_start(
     from passhat.infra import settings
     from passhat.infra.temporal_server import EmbeddedServer
 
+    for value, name in ((port, "--port (or PASSHAT_TEMPORAL_PORT)"), (ui_port, "--ui-port (or PASSHAT_UI_PORT)")):
+        if value is not None:
+            try:
+                settings.check_port(value, name)
+            except ValueError as err:
+                raise UserInputError(str(err)) from None
     server = asyncio.run(EmbeddedServer(settings.home(), port=port, ui_port=ui_port).ensure_running())
     out_console.print(f"Temporal dev server at {server.address}\nWeb UI: {server.ui_url}")
 

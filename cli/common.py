@@ -43,6 +43,7 @@ def one_line_errors(command: Callable) -> Callable:
         # Imported when a command runs: the Temporal SDK and the store are slow to load.
         from passhat.results.records import ResultsError
         from passhat.workflows.client import BudgetChangeRefused, RunEnded
+        from passhat.domains.task_file import TaskFileError
         from passhat.infra.store import ConfigMismatchError, StoreError
         from passhat.infra.temporal_server import TemporalServerError, TemporalUnreachable
 
@@ -51,7 +52,7 @@ def one_line_errors(command: Callable) -> Callable:
         except TemporalServerError as err:
             fail(str(err))  # multi-line on purpose: it ends with the server's log excerpt
         except (UserInputError, ResultsError, BudgetChangeRefused, ConfigMismatchError, StoreError,
-                TemporalUnreachable) as err:
+                TemporalUnreachable, TaskFileError) as err:
             # One line: database drivers (psycopg) wrap and indent their messages.
             fail(" ".join(str(err).split()))
         except RunEnded as err:

@@ -110,7 +110,9 @@ def _announce(store, config, *, yes: bool) -> None:  # noqa: ANN001 - a Store, a
     from typer.exceptions import Abort
 
     from passhat.cli.preview import describe, needs_confirmation, run_size
+    from passhat.workflows.client import unchanged_task_files
 
+    unchanged_task_files(store, config)  # its refusal names the tasks; check_config's would not
     if store.check_config(config) is not None:
         return
     size = run_size(config)

@@ -73,9 +73,8 @@ def status(
         wf, detail = "none", f"imported from {names}"
     else:
         try:
-            wf, detail = asyncio.run(_workflow_status(run_id)), None
-            if wf is None:
-                wf, detail = "unknown", "Temporal has no workflow with this id (closed workflows are kept for the namespace's retention)"
+            wf, detail = asyncio.run(_workflow_status(run_id)) or (
+                "unknown", "Temporal has no workflow with this id (closed workflows are kept for the namespace's retention)")
         except TemporalUnreachable as err:  # the store answers even when Temporal is down
             wf, detail = "unknown", " ".join(str(err).split())
         except Exception as err:  # noqa: BLE001 - a status line is better than a traceback
@@ -85,7 +84,7 @@ def status(
         return
     out_console.print(
         f"run {run_id}: {row.status}; workflow {wf}"
-        + (f" ({detail})" if detail and wf == "none" else f": {detail}" if detail else "") + "\n"
+        + (f": {detail}" if wf == "unknown" else f" ({detail})" if detail else "") + "\n"
         f"trials done {p.done}/{p.total}, not evaluable {p.not_evaluable}, "
         f"pass^1 {_pass1(p.pass1)}, cost ${p.cost:.4f}"
         + (f"\n{retry_line(p)}" if p.retrying else ""),
@@ -93,7 +92,7 @@ def status(
     )
 
 
-async def _workflow_status(run_id: str) -> str | None:
+async def _workflow_status(run_id: str) -> tuple[str, str | None] | None:
     from passhat.workflows.client import workflow_status
     from passhat.infra.temporal_server import connect
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from passhat.domains.base import Domain, UnknownDomainError
 from passhat.domains.task_file import SEPARATOR, read_task_list, split_domain_name, validate_tasks
@@ -93,7 +94,12 @@ def _task_file_domain(base: str, path: str, name: str) -> Domain:
         path,
         raw,
         domain=base,
-        agent_tools={t["function"]["name"] for t in tools.agent_tools()},
-        user_tools=None if user_tools is None else {t["function"]["name"] for t in user_tools},
+        agent_tools=_schemas(tools.agent_tools()),
+        user_tools=None if user_tools is None else _schemas(user_tools),
     )
     return Tau2Domain(base, tasks=tasks, label=name)
+
+
+def _schemas(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each tool's JSON schema of its parameters, by the tool's name."""
+    return {t["function"]["name"]: t["function"].get("parameters", {}) for t in tools}

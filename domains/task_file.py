@@ -13,6 +13,7 @@ file, the task and the field, and no run is created.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -59,19 +60,48 @@ def read_task_list(path: str | Path) -> list[Any]:
     return raw
 
 
+def tasks_digest(raw: list[Any]) -> str:
+    """A digest of the tasks themselves: reformatting the file, or reordering its tasks
+    or a task's keys, leaves it as it was (a run names its tasks by id); changing any
+    value changes it."""
+    canonical = sorted(_canonical(t) for t in raw)
+    return hashlib.sha256("\n".join(canonical).encode()).hexdigest()
+
+
+def _canonical(task: Any) -> str:
+    return json.dumps(task, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def differing_tasks(kept: list[Any], current: list[Any]) -> list[str]:
+    """The ids of the tasks that differ between two versions of a task file, each with
+    how ("0 (changed)", "7 (added)", "3 (removed)"), in the files' order."""
+
+    def by_id(raw: list[Any]) -> dict[str, str]:
+        return {
+            str(t.get("id") if isinstance(t, dict) else f"at index {i}"): _canonical(t)
+            for i, t in enumerate(raw)
+        }
+
+    old, new = by_id(kept), by_id(current)
+    out = [f"{i} (changed)" if i in old else f"{i} (added)" for i in new if old.get(i) != new[i]]
+    return out + [f"{i} (removed)" for i in old if i not in new]
+
+
 def validate_tasks(
     path: str | Path,
     raw: list[Any],
     *,
     domain: str,
-    agent_tools: set[str],
-    user_tools: set[str] | None,
+    agent_tools: dict[str, dict[str, Any]],
+    user_tools: dict[str, dict[str, Any]] | None,
 ) -> list[Any]:
     """`raw` (from read_task_list) as tau2 Task models, or TaskFileError.
 
+    The tools are the domain's, by name, each with the JSON schema of its parameters.
     Gold actions must name tools the domain has (the assistant's or, for actions the
-    user performs, the user's): a typo there would otherwise surface only as every
-    trial scoring 0.
+    user performs, the user's) and give them arguments their schema accepts: a typo
+    there would otherwise surface only as every trial scoring 0, or worse, as an
+    oracle that replays the same wrong call and scores 1.
     """
     from pydantic import ValidationError
     from tau2.data_model.tasks import Task
@@ -105,8 +135,8 @@ def _check_gold_actions(
     label: str,
     task: Any,
     domain: str,
-    agent_tools: set[str],
-    user_tools: set[str] | None,
+    agent_tools: dict[str, dict[str, Any]],
+    user_tools: dict[str, dict[str, Any]] | None,
 ) -> None:
     actions = task.evaluation_criteria.actions if task.evaluation_criteria else None
     for n, action in enumerate(actions or []):
@@ -125,6 +155,33 @@ def _check_gold_actions(
                 f"{where}: {label}: {field}: the {domain} domain has no {whose} tool "
                 f"{action.name!r}; its {whose} tools are: {', '.join(sorted(known))}"
             )
+        problem = argument_problem(action.arguments, known[action.name])
+        if problem:
+            raise TaskFileError(
+                f"{where}: {label}: evaluation_criteria.actions.{n} ({action.name}): {problem}"
+            )
+
+
+def argument_problem(arguments: dict[str, Any], schema: dict[str, Any]) -> str | None:
+    """What is wrong with a tool call's arguments for a tool whose parameters have JSON
+    schema `schema`, naming the argument; None when they fit. tau2's schemas allow
+    parameters they do not list, so unknown ones are looked for here."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
+
+    params = schema.get("properties", {})
+    listed = ", ".join(params) or "none"
+    for name in arguments:
+        if name not in params:
+            return f"argument {name!r}: the tool has no such parameter; its parameters are: {listed}"
+    for name in schema.get("required", []):
+        if name not in arguments:
+            return f"argument {name!r}: the tool requires it, and it is missing"
+    error = best_match(Draft202012Validator(schema).iter_errors(arguments))
+    if error is None:
+        return None
+    path = ".".join(str(p) for p in error.absolute_path)
+    return f"argument {path!r}: {' '.join(error.message.split())[:200]}"
 
 
 def _task_label(index: int, item: Any) -> str:

@@ -28,9 +28,16 @@ def _port(variable: str, default: int) -> int:
     value = os.environ.get(variable)
     if not value:
         return default
-    if not value.strip().isdigit() or not 0 < int(value) < 65536:
-        raise ValueError(f"{variable} must be a TCP port number (1-65535), got {value!r}")
-    return int(value)
+    return check_port(value, variable)
+
+
+def check_port(value: int | str, name: str) -> int:
+    """`value` as a TCP port number, or ValueError with one line that names where it
+    came from (an environment variable or an option)."""
+    text = str(value).strip()
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise ValueError(f"{name} must be a TCP port number (1-65535), got {value!r}")
+    return int(text)
 
 
 def temporal_port() -> int:

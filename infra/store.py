@@ -201,6 +201,22 @@ class StepRow(SQLModel, table=True):
         return [Message.model_validate(m) for m in json.loads(self.messages_json)]
 
 
+class RunTasksRow(SQLModel, table=True):
+    """A copy of the tasks a run read from a task file (domains.task_file), kept as the
+    file held them when the run was recorded: an edited or moved file changes neither
+    the run's exports nor, unnoticed, the tasks a resumed run plays."""
+
+    __tablename__ = "run_tasks"
+
+    run_id: str = Field(primary_key=True)
+    domain: str = Field(primary_key=True)  # "airline@/path/tasks.json"
+    digest: str  # of the tasks, not of the file's bytes (domains.task_file.tasks_digest)
+    tasks_json: str = Field(sa_type=Text)
+
+    def tasks(self) -> list[Any]:
+        return json.loads(self.tasks_json)
+
+
 def _task_result_row() -> type[SQLModel]:
     """The task_results table: one row per task, whose columns are TaskOutcome's fields
     (so the two cannot drift apart), keyed by the task's workflow id, with the pass^k
@@ -247,6 +263,7 @@ _TABLES = [
     TrialRow.__table__,
     StepRow.__table__,
     TaskResultRow.__table__,
+    RunTasksRow.__table__,
 ]
 
 
@@ -536,8 +553,25 @@ class Store:
     def delete_run(self, run_id: str) -> None:
         """Remove a run and everything recorded under it (a run that failed to start)."""
         with self._session() as s:
-            for model in (StepRow, TrialRow, TaskResultRow, RunRow):
+            for model in (StepRow, TrialRow, TaskResultRow, RunTasksRow, RunRow):
                 s.exec(delete(model).where(model.run_id == run_id))
+
+    def keep_run_tasks(self, run_id: str, domain: str, digest: str, tasks: list[Any]) -> None:
+        """Keep the tasks a run read from a task file. The first copy stays: it is what
+        the run was recorded with."""
+        with self._session() as s:
+            s.exec(
+                self._insert(RunTasksRow)
+                .values(run_id=run_id, domain=domain, digest=digest, tasks_json=json.dumps(tasks))
+                .on_conflict_do_nothing()
+            )
+
+    def run_tasks(self, run_id: str) -> dict[str, RunTasksRow]:
+        """The task-file tasks kept for a run, by domain name (none for a run recorded by
+        a passhat that kept no copy)."""
+        with self._session(read_only=True) as s:
+            rows = s.exec(select(RunTasksRow).where(RunTasksRow.run_id == run_id))
+            return {row.domain: row for row in rows}
 
     # ---- trials -------------------------------------------------------------------
 

@@ -53,14 +53,16 @@ def export_run(store, run_id: str, fmt: str, out_dir: str, *, partial: bool = Fa
     rows = store.trials(run_id)
     steps = store.run_steps(run_id)
     if fmt == "tau2":
-        files, written = _tau2_files(config, rows, steps, partial)
+        kept = {domain: row.tasks() for domain, row in store.run_tasks(run_id).items()}
+        files, written = _tau2_files(config, rows, steps, partial, kept)
     else:
         files, written = _jsonl_files(config, rows, steps, partial)
     paths = _write_all(Path(out_dir), files)
     return Exported(paths=paths, trials=written, left_out=len(rows) - written, partial=partial)
 
 
-def _tau2_files(config: RunConfig, rows, steps, partial: bool) -> tuple[dict[str, str], int]:  # noqa: ANN001
+def _tau2_files(config: RunConfig, rows, steps, partial: bool,  # noqa: ANN001
+                kept: dict[str, list]) -> tuple[dict[str, str], int]:
     for domain in config.domains:
         if domain.startswith(TAU_BENCH_PREFIX):
             raise ResultsError(
@@ -91,6 +93,7 @@ def _tau2_files(config: RunConfig, rows, steps, partial: bool) -> tuple[dict[str
                     max_errors=config.max_errors,
                     records=records,
                     git_commit=_passhat_version(),
+                    kept_tasks=kept.get(domain),
                 )
             except ResultsFileError as err:
                 raise ResultsError(f"cannot export run {config.run_id}: {err}") from None

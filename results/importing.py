@@ -120,14 +120,15 @@ def import_files(
 
 
 def _merged_config(run_id: str, files) -> RunConfig:  # noqa: ANN001 - ResultsFiles
-    """One RunConfig for all files: a run has one user model, one set of model
-    arguments, one number of trials, one seed and one set of limits."""
+    """One RunConfig for all files: a run has one user model, one number of trials, one
+    seed and one set of limits, and one set of arguments per agent model (a sweep gives
+    each model its own, so passhat's export of one differs there from file to file)."""
     first = files[0]
     for other in files[1:]:
         for what, attr in (
-            ("user model", "user_model"), ("agent model arguments", "agent_args"),
-            ("user model arguments", "user_args"), ("number of trials", "trials"),
-            ("seed", "seed"), ("max steps", "max_steps"), ("max errors", "max_errors"),
+            ("user model", "user_model"), ("user model arguments", "user_args"),
+            ("number of trials", "trials"), ("seed", "seed"), ("max steps", "max_steps"),
+            ("max errors", "max_errors"),
         ):
             a, b = getattr(first, attr), getattr(other, attr)
             if a != b:
@@ -136,13 +137,22 @@ def _merged_config(run_id: str, files) -> RunConfig:  # noqa: ANN001 - ResultsFi
                     "a passhat run has one: import them separately"
                 )
     pairs: dict[tuple[str, str], str] = {}
+    model_args: dict[str, Any] = {}
     for f in files:
+        seen = model_args.setdefault(f.agent_model, (f.path, f.agent_args))
+        if seen[1] != f.agent_args:
+            raise ResultsError(
+                f"{seen[0]} and {f.path} give agent model {f.agent_model} different arguments "
+                f"({seen[1]!r} vs {f.agent_args!r}); a passhat run has one set per model: "
+                "import them separately"
+            )
         key = (f.agent_model, f.domain)
         if key in pairs:
             raise ResultsError(
                 f"{pairs[key]} and {f.path} both hold {f.agent_model} on {f.domain}; import them separately"
             )
         pairs[key] = f.path
+    per_model = {model: args for model, (_, args) in model_args.items()}
     task_ids: dict[str, list[str]] = {}
     for f in files:
         task_ids[f.domain] = list(dict.fromkeys(task_ids.get(f.domain, []) + f.task_ids))
@@ -155,6 +165,8 @@ def _merged_config(run_id: str, files) -> RunConfig:  # noqa: ANN001 - ResultsFi
         seed=first.seed,
         user_model=first.user_model,
         agent_args=first.agent_args,
+        # Only when the models' args differ: a run whose models share theirs has one.
+        agent_model_args=per_model if any(a != first.agent_args for a in per_model.values()) else {},
         user_args=first.user_args,
         max_steps=first.max_steps,
         max_errors=first.max_errors,
@@ -180,8 +192,8 @@ def _trial_values(trial_id: str, f, record) -> dict[str, Any]:  # noqa: ANN001 -
         "error_class": record.error_class,
         "error_side": record.error_side,
         "n_steps": max(0, len(record.steps) - 1),
-        "input_tokens": sum(s.input_tokens for s in record.steps),
-        "output_tokens": sum(s.output_tokens for s in record.steps),
+        "input_tokens": record.total_tokens()[0],
+        "output_tokens": record.total_tokens()[1],
         "cost": record.total_cost(),
         "started_at": record.started_at,
         "finished_at": record.finished_at or record.started_at,

@@ -32,6 +32,8 @@ def read_results_file(
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
+        if _is_json_lines(text):
+            raise ResultsFileError(_json_lines_refused(where)) from None
         stripped = text.rstrip()
         if err.pos >= len(stripped) or not stripped.endswith(("}", "]")):
             raise ResultsFileError(
@@ -54,8 +56,29 @@ def read_results_file(
         return read_tau_bench(where, data, domain, agent_model, user_model)
     if isinstance(data, list) and not data:
         raise ResultsFileError(f"{where} is an empty list: no results to import")
+    if isinstance(data, dict) and {"run_id", "trial_id", "messages"} <= data.keys():
+        raise ResultsFileError(_json_lines_refused(where))  # a JSON-lines export of one trial
     raise ResultsFileError(
         f"{where} is neither a tau2 results file (a JSON object with info, tasks and "
         "simulations) nor a tau-bench result file (a JSON list of {task_id, reward, info, "
         "traj, trial})"
     )
+
+
+def _json_lines_refused(where: str) -> str:
+    return (
+        f"{where} holds JSON lines (passhat's `export --format jsonl`), which keep trials "
+        "but not the run's settings: only tau2 results files (`passhat export --format "
+        "tau2`) and tau-bench result files can be imported"
+    )
+
+
+def _is_json_lines(text: str) -> bool:
+    """Whether the text is one JSON object per line (and more than one line of them)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return False
+    try:
+        return all(isinstance(json.loads(line), dict) for line in lines[:2])
+    except json.JSONDecodeError:
+        return False

@@ -15,6 +15,9 @@ from passhat.contracts import TRIAL_SCORED, Message
 
 TAU2_FORMAT = "tau2"
 TAU_BENCH_FORMAT = "tau-bench"
+# Key in a tau2 simulation's reward_info.info holding the trial's token and cost totals,
+# when its messages do not add up to them (tau2_writer).
+TOTALS_KEY = "passhat_totals"
 
 
 class ResultsError(ValueError):
@@ -57,10 +60,21 @@ class TrialRecord:
     finished_at: datetime | None = None
     steps: list[StepRecord] = field(default_factory=list)
     trial_id: str = ""
-    cost: float | None = None  # None: the sum over steps
+    # The trial's totals; None: the sums over its steps. A file may carry steps it does
+    # not record (the reply that ended a failed conversation), so it carries these too.
+    cost: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
 
     def total_cost(self) -> float:
         return self.cost if self.cost is not None else sum(s.cost for s in self.steps)
+
+    def total_tokens(self) -> tuple[int, int]:
+        """(input, output) tokens of every model call of the trial."""
+        return (
+            self.input_tokens if self.input_tokens is not None else sum(s.input_tokens for s in self.steps),
+            self.output_tokens if self.output_tokens is not None else sum(s.output_tokens for s in self.steps),
+        )
 
 
 @dataclass
@@ -99,6 +113,8 @@ def trial_record(row, steps) -> TrialRecord:  # noqa: ANN001 - a TrialRow, its S
         started_at=row.started_at,
         finished_at=row.finished_at,
         cost=row.cost,
+        input_tokens=row.input_tokens,
+        output_tokens=row.output_tokens,
         steps=[
             StepRecord(
                 step=s.step,

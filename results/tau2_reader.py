@@ -14,6 +14,7 @@ from passhat.domains.input_files import first_problem
 from passhat.domains.tau2_domain import TAU2_DOMAINS, default_tasks, quiet_tau2
 from passhat.infra.secrets import without_secrets
 from passhat.results.records import (
+    TOTALS_KEY,
     TAU2_FORMAT,
     ResultsFile,
     ResultsFileError,
@@ -133,6 +134,11 @@ def _from_tau2_simulation(sim: Any, index: int, agent_model: str, user_model: st
     dumped = sim.reward_info.model_dump(mode="json")
     info = dict(dumped.get("info") or {})
     failure = info.pop("passhat_failure", None)
+    totals = info.pop(TOTALS_KEY, None)
+    if isinstance(totals, dict):  # what a passhat export says the trial spent in all
+        record.input_tokens = int(totals.get("input_tokens") or 0)
+        record.output_tokens = int(totals.get("output_tokens") or 0)
+        record.cost = float(totals.get("cost") or 0.0)
     record.reward = float(sim.reward_info.reward)
     record.reward_info = {
         "breakdown": dumped.get("reward_breakdown") or {},

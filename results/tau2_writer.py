@@ -10,6 +10,9 @@ What a tau2 file holds for a passhat trial, and what it cannot hold:
   (arguments that were not a JSON object) are left out with their answers, and so is
   the reply that ended a conversation as `agent_error`: tau2 never records that reply.
   The failure's class, side and message go to `reward_info.info["passhat_failure"]`.
+- when the messages do not add up to the trial's tokens and cost (the reply left out
+  above was paid for), the trial's totals go to `reward_info.info["passhat_totals"]`,
+  so an import keeps them.
 - not-evaluable trials have no tau2 equivalent and are left out (they are left out of
   pass^k too).
 - model arguments lose every secret (infra.secrets): keys come from the environment.
@@ -28,12 +31,13 @@ from passhat.contracts import AGENT_GREETING, TRIAL_SCORED, Message
 from passhat.domains.input_files import first_problem
 from passhat.domains.tau2_domain import TAU2_DOMAINS, answered_calls, default_tasks, quiet_tau2
 from passhat.infra.secrets import without_secrets
-from passhat.results.records import ResultsFileError, StepRecord, TrialRecord, aware
+from passhat.results.records import TOTALS_KEY, ResultsFileError, StepRecord, TrialRecord, aware
 
 
-def tau2_tasks(domain: str, task_ids: list[str]) -> list[Any]:
+def tau2_tasks(domain: str, task_ids: list[str], kept: list[Any] | None = None) -> list[Any]:
     """tau2 Task models of `domain` ("airline", or "airline@/path/tasks.json" for a task
-    file), in the order of `task_ids`."""
+    file), in the order of `task_ids`. `kept` is the copy of a task file's tasks the run
+    kept (infra.store.RunTasksRow): what the run played, whatever the file holds now."""
     quiet_tau2()
     from tau2.data_model.tasks import Task
 
@@ -42,7 +46,7 @@ def tau2_tasks(domain: str, task_ids: list[str]) -> list[Any]:
         raise ResultsFileError(f"domain {domain!r} is not a tau2 domain")
     if path:
         try:
-            raw = json.loads(Path(path).read_text(encoding="utf-8"))
+            raw = kept if kept is not None else json.loads(Path(path).read_text(encoding="utf-8"))
             tasks = [Task.model_validate(item) for item in raw]
         except (OSError, ValueError) as err:
             raise ResultsFileError(
@@ -73,6 +77,7 @@ def to_tau2_results(
     max_errors: int,
     records: list[TrialRecord],
     git_commit: str = "unknown",
+    kept_tasks: list[Any] | None = None,
 ) -> str:
     """One tau2 Results file (JSON text) for one agent model on one domain. Only scored
     trials are written. The text is loaded back with tau2's Results model before it is
@@ -107,7 +112,7 @@ def to_tau2_results(
         for r in sorted(records, key=lambda r: (r.trial_index, _task_order(task_ids, r.task_id)))
         if r.status == TRIAL_SCORED
     ]
-    results = Results(info=info, tasks=tau2_tasks(domain, task_ids), simulations=simulations)
+    results = Results(info=info, tasks=tau2_tasks(domain, task_ids, kept_tasks), simulations=simulations)
     text = results.model_dump_json(indent=2)
     try:
         Results.model_validate_json(text)
@@ -133,6 +138,10 @@ def tau2_simulation(record: TrialRecord) -> Any:
     started = record.started_at or record.finished_at or _now()
     finished = record.finished_at or started
     agent_cost, user_cost = _tau2_costs(messages)
+    reward_info = tau2_reward_info(record)
+    totals = _totals_not_in(messages, record)
+    if totals:
+        reward_info.info = {**(reward_info.info or {}), TOTALS_KEY: totals}
     return SimulationRun(
         id=record.trial_id or f"{record.task_id}_{record.trial_index}",
         task_id=record.task_id,
@@ -143,11 +152,28 @@ def tau2_simulation(record: TrialRecord) -> Any:
         termination_reason=record.termination_reason,
         agent_cost=agent_cost,
         user_cost=user_cost,
-        reward_info=tau2_reward_info(record),
+        reward_info=reward_info,
         messages=messages,
         trial=record.trial_index,
         seed=record.seed,
     )
+
+
+def _totals_not_in(messages: list[Any], record: TrialRecord) -> dict[str, Any] | None:
+    """The trial's token and cost totals, when its tau2 messages do not add up to them
+    (the reply that ended a failed conversation was paid for, but tau2 does not record
+    it); None when they do."""
+    input_tokens, output_tokens = record.total_tokens()
+    cost = record.total_cost()
+    usages = [m.usage or {} for m in messages if m.role != "tool"]
+    carried = (
+        sum(int(u.get("prompt_tokens") or 0) for u in usages),
+        sum(int(u.get("completion_tokens") or 0) for u in usages),
+        sum(float(m.cost or 0.0) for m in messages if m.role != "tool"),
+    )
+    if carried[:2] == (input_tokens, output_tokens) and abs(carried[2] - cost) < 1e-12:
+        return None
+    return {"input_tokens": input_tokens, "output_tokens": output_tokens, "cost": cost}
 
 
 def to_tau2_messages(steps: list[StepRecord]) -> list[Any]:

@@ -54,11 +54,14 @@ async def start_run(
     # the commands that only read a run's status must not wait for.
     from passhat.workflows.run import RunRequest, RunWorkflow
 
+    task_files = unchanged_task_files(store, config)
     stored = store.check_config(config)
     existed = stored is not None
     if stored is not None:
         await _check_budget_change(client, stored.run_config(), config, resume)
     store.create_run(config, config.total_trials())
+    for domain, (digest, tasks) in task_files.items():
+        store.keep_run_tasks(config.run_id, domain, digest, tasks)
     try:
         handle = await client.start_workflow(
             RunWorkflow.run,
@@ -84,6 +87,36 @@ async def start_run(
             store.set_run_budget(config.run_id, config.max_cost)
         store.set_run_status(config.run_id, RUN_RUNNING)
     return handle
+
+
+def unchanged_task_files(store, config: RunConfig) -> dict[str, tuple[str, list[Any]]]:  # noqa: ANN001
+    """The tasks of each task file the run reads, with their digest, as the files hold
+    them now. A run recorded before keeps the tasks it was recorded with: when a file
+    has changed since, attaching to the run (or resuming it) is refused, naming the
+    tasks that differ, before anything is written. Checked before the rest of the
+    configuration, whose task ids an added or removed task changes too."""
+    from passhat.domains.task_file import differing_tasks, read_task_list, split_domain_name, tasks_digest
+    from passhat.infra.store import ConfigMismatchError
+
+    kept = store.run_tasks(config.run_id)
+    current: dict[str, tuple[str, list[Any]]] = {}
+    for domain in config.domains:
+        path = split_domain_name(domain)[1]
+        if path is None:
+            continue
+        tasks = read_task_list(path)
+        digest = tasks_digest(tasks)
+        row = kept.get(domain)
+        if row is not None and row.digest != digest:
+            differ = differing_tasks(row.tasks(), tasks)
+            shown = ", ".join(differ[:5]) + (f" and {len(differ) - 5} more" if len(differ) > 5 else "")
+            raise ConfigMismatchError(
+                f"task file {path} changed since run {config.run_id} recorded its tasks "
+                f"(tasks that differ: {shown or 'none by id'}); restore the file to go on with "
+                "this run, or give the changed tasks a new --run-id"
+            )
+        current[domain] = (digest, tasks)
+    return current
 
 
 def describe_budget(max_cost: float | None) -> str:
@@ -269,9 +302,10 @@ async def _workflow_exists(client: Client, workflow_id: str) -> bool:
     return True
 
 
-async def workflow_status(client: Client, run_id: str) -> str | None:
-    """The run workflow's status; for a running one with no worker to execute it, the
-    status says so and how to start one."""
+async def workflow_status(client: Client, run_id: str) -> tuple[str, str | None] | None:
+    """The run workflow's state (lower case, bare: "running", "completed", ...) and what
+    a user should know about it: for a running one with no worker to execute it, that
+    it waits and how to serve it. None when Temporal has no such workflow."""
     try:
         desc = await client.get_workflow_handle(run_id).describe()
     except Exception:
@@ -279,9 +313,10 @@ async def workflow_status(client: Client, run_id: str) -> str | None:
     status = desc.status
     name = status.name.lower() if isinstance(status, WorkflowExecutionStatus) else str(status)
     if status == WorkflowExecutionStatus.RUNNING and not await has_live_worker(client, desc.task_queue):
-        name += (f" (but no worker has polled task queue {desc.task_queue!r} for "
-                 f"{POLLER_FRESH_S // 60:g} minutes: start one with `passhat worker`)")
-    return name
+        return name, (f"no worker has polled task queue {desc.task_queue!r} for "
+                      f"{POLLER_FRESH_S // 60:g} minutes: start one with `passhat worker`, or serve "
+                      f"the run from this shell with `passhat resume {run_id}`")
+    return name, None
 
 
 # A live worker's long polls return within about a minute and it polls again at once, so

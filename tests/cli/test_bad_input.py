@@ -182,6 +182,15 @@ CASES: list[Case] = [
         error="agent prompt {files}/no-placeholder.txt has no {policy} placeholder"),
     run("--agent", "no_such_agent", run_id="unknown-agent",
         error="unknown --agent 'no_such_agent'; tau2's agent registry has: llm_agent, llm_agent_gt"),
+    run("--task-file", "{files}/wrong-argument.json", run_id="task-file-wrong-argument",
+        error="the task at index 0 (id 't1'): evaluation_criteria.actions.0 (get_reservation_details): "
+              "argument 'reservation': the tool has no such parameter; its parameters are: reservation_id"),
+    Case("import-json-lines", ("import", "{files}/export.jsonl"),
+         "holds JSON lines (passhat's `export --format jsonl`), which keep trials but not the run's "
+         "settings: only tau2 results files (`passhat export --format tau2`) and tau-bench result files "
+         "can be imported"),
+    Case("import-json-lines-of-one-trial", ("import", "{files}/one-trial.jsonl"),
+         "holds JSON lines (passhat's `export --format jsonl`)"),
     # -- where things live -----------------------------------------------------------------
     run("--task", "0", run_id="temporal-unreachable", env={"TEMPORAL_ADDRESS": "127.0.0.1:{closed}"},
         error="cannot connect to Temporal at 127.0.0.1:{closed}", max_s=60),
@@ -196,6 +205,13 @@ CASES: list[Case] = [
     Case("temporal-port-not-a-number", ("server", "status"),
          "PASSHAT_TEMPORAL_PORT must be a TCP port number (1-65535), got 'seven'",
          env={"PASSHAT_TEMPORAL_PORT": "seven"}),
+    Case("server-port-out-of-range", ("server", "start", "--port", "99999"),
+         "--port (or PASSHAT_TEMPORAL_PORT) must be a TCP port number (1-65535), got 99999"),
+    Case("server-ui-port-out-of-range", ("server", "start", "--ui-port", "70000"),
+         "--ui-port (or PASSHAT_UI_PORT) must be a TCP port number (1-65535), got 70000"),
+    Case("server-port-variable-out-of-range", ("server", "start"),
+         "--port (or PASSHAT_TEMPORAL_PORT) must be a TCP port number (1-65535), got 70000",
+         env={"PASSHAT_TEMPORAL_PORT": "70000"}),
     run("--task", "0", run_id="home-under-a-file", env={"PASSHAT_HOME": "{files}/good.json/home"},
         error="cannot open results store at sqlite:///{files}/good.json/home/results.db: [Errno 20] Not a directory"),
     run("--task", "0", run_id="db-unreachable",
@@ -223,6 +239,8 @@ def files(tmp_path_factory) -> Path:
     t2 = {**VALID_TASK, "id": "t2"}
     bad_action = {**VALID_TASK["evaluation_criteria"]["actions"][0], "name": "fly_me_home"}
     agent = '[[agents]]\nmodel = "scripted/oracle"\n'
+    trial_lines = [{"run_id": "r", "trial_id": f"r/m/airline/0/trial-{i}", "task_id": "0", "trial": i,
+                    "reward": 1.0, "messages": []} for i in range(2)]
     sweep = f'domains = ["airline"]\n[user]\nmodel = "scripted/oracle"\n{agent}'
     contents = {
         "syntax.toml": 'domains = ["airline"]\ntrials = \n',
@@ -239,6 +257,11 @@ def files(tmp_path_factory) -> Path:
         "duplicate.json": [VALID_TASK, VALID_TASK],
         "invalid.json": [VALID_TASK, {k: v for k, v in t2.items() if k != "user_scenario"}],
         "unknown-tool.json": [{**VALID_TASK, "evaluation_criteria": {"actions": [bad_action]}}],
+        # tau2-bench's own slip: the parameter is reservation_id.
+        "wrong-argument.json": [{**VALID_TASK, "evaluation_criteria": {"actions": [
+            {**bad_action, "name": "get_reservation_details", "arguments": {"reservation": "EHGLP3"}}]}}],
+        "export.jsonl": "".join(json.dumps(line) + "\n" for line in trial_lines),
+        "one-trial.jsonl": json.dumps(trial_lines[0]) + "\n",
     }
     for name, content in contents.items():
         (d / name).write_text(content if isinstance(content, str) else json.dumps(content))

@@ -128,10 +128,19 @@ async def test_status_says_when_no_worker_polls(fresh_temporal_server, tmp_path)
         assert started.returncode == 0, started.stderr
         idle = ph.cli("status", "orphan")
         assert idle.returncode == 0, idle.stderr
-        assert "workflow running (but no worker has polled task queue 'passhat'" in idle.stdout
-        assert "`passhat worker`" in idle.stdout
+        assert "workflow running (no worker has polled task queue 'passhat'" in idle.stdout
+        assert "`passhat worker`" in idle.stdout and "`passhat resume orphan`" in idle.stdout
+        # JSON keeps the state bare and the explanation apart.
+        as_json = ph.cli("status", "orphan", "-o", "json")
+        assert as_json.returncode == 0, as_json.stderr
+        body = json.loads(as_json.stdout)
+        assert body["workflow"] == "running"
+        assert body["workflow_detail"].startswith("no worker has polled task queue 'passhat'")
+        assert "`passhat resume orphan`" in body["workflow_detail"]
 
         worker = ph.start_worker()
         await worker.ready()
         polled = ph.cli("status", "orphan")
         assert polled.returncode == 0 and "no worker" not in polled.stdout, polled.stdout
+        polled_json = json.loads(ph.cli("status", "orphan", "-o", "json").stdout)
+        assert polled_json["workflow"] in ("running", "completed") and polled_json["workflow_detail"] is None

@@ -165,6 +165,22 @@ BAD_FILES = [
     pytest.param([_action(name="fly_me_home")], "evaluation_criteria.actions.0.name: the airline domain has no agent tool 'fly_me_home'; its agent tools are: book_reservation", id="unknown-tool"),
     pytest.param([_action(requestor="user")], "the action 'get_user_details' is the user's, but the airline domain gives the user no tools", id="user-action-without-user-tools"),
     pytest.param([_action(requestor="robot")], "evaluation_criteria.actions.0.requestor: Input should be 'user' or 'assistant'", id="bad-requestor"),
+    # Gold arguments are checked against the tool's JSON schema: the oracle would replay
+    # the same wrong call and score 1.0.
+    pytest.param([_action(name="get_reservation_details", arguments={"reservation": "EHGLP3"})],
+                 "evaluation_criteria.actions.0 (get_reservation_details): argument 'reservation': the tool has no such parameter; its parameters are: reservation_id",
+                 id="unknown-argument"),
+    pytest.param([_action(arguments={})],
+                 "evaluation_criteria.actions.0 (get_user_details): argument 'user_id': the tool requires it, and it is missing",
+                 id="missing-argument"),
+    pytest.param([_action(arguments={"user_id": 7})],
+                 "evaluation_criteria.actions.0 (get_user_details): argument 'user_id': 7 is not of type 'string'",
+                 id="wrong-type"),
+    pytest.param([_action(name="update_reservation_flights", arguments={
+                     "reservation_id": "EHGLP3", "cabin": "economy", "payment_id": "gift_card_1",
+                     "flights": "HAT001"})],
+                 "evaluation_criteria.actions.0 (update_reservation_flights): argument 'flights': 'HAT001' is not of type 'array'",
+                 id="wrong-type-nested-schema"),
 ]
 
 
@@ -207,7 +223,8 @@ def test_reading_and_validating_separately_gives_tau2_tasks(tmp_path):
     path = write(tmp_path / "t.json", [TASK])
     raw = read_task_list(path)
     assert raw == [TASK]
-    [task] = validate_tasks(path, raw, domain="airline", agent_tools={"get_user_details"}, user_tools=None)
+    schema = {"properties": {"user_id": {"type": "string"}}, "required": ["user_id"]}
+    [task] = validate_tasks(path, raw, domain="airline", agent_tools={"get_user_details": schema}, user_tools=None)
     assert task.id == "t1" and task.evaluation_criteria.actions[0].name == "get_user_details"
 
 
@@ -230,3 +247,51 @@ def test_cli_runs_a_task_file_with_a_relative_path(temporal_server, tmp_path, ta
     listing = passhat("tasks", f"airline@{task_file}", env=env)
     assert listing.returncode == 0, listing.stderr
     assert [line.split("\t")[0] for line in listing.stdout.splitlines()] == ["0", "look-up-user"]
+
+
+def test_a_run_keeps_its_tasks_when_the_file_changes_or_moves(temporal_server, tmp_path, task_file):
+    """The run keeps a copy of the file's tasks: attaching to it (run --run-id, resume)
+    with an edited file is refused in one line naming the tasks that differ, nothing
+    recorded is lost, and export writes the tasks the run played, even once the file
+    has moved."""
+    from passhat.infra.store import Store
+    from tests.helpers import one_error_line
+
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_server.address,
+           "PASSHAT_HOME": str(tmp_path / "home"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env.pop("PASSHAT_DB_URL", None)
+    run = ("run", "--domain", "airline", "--task-file", str(task_file), "--agent-model", "scripted/oracle",
+           "--user-model", "scripted/oracle", "--run-id", "kept-tasks", "--output", "json")
+    first = passhat(*run, env=env)
+    assert first.returncode == 0, first.stderr
+    played = json.loads(task_file.read_text())
+    store = Store(f"sqlite:///{tmp_path / 'home' / 'results.db'}")
+    recorded = [(t.trial_id, t.status, t.reward) for t in store.trials("kept-tasks")]
+
+    def exported_tasks(out: str) -> list[dict]:
+        result = passhat("export", "kept-tasks", "--format", "tau2", "-o", str(tmp_path / out), env=env)
+        assert result.returncode == 0, result.stderr
+        return json.loads(Path(result.stdout.strip()).read_text())["tasks"]
+
+    expected = exported_tasks("before")
+    assert [t["id"] for t in expected] == ["0", "look-up-user"]
+
+    # Reformatting the file changes no task: the run attaches.
+    write(task_file, json.dumps(played, indent=4, sort_keys=True))
+    assert passhat(*run, env=env).returncode == 0
+
+    # Editing a task's gold action and adding a task: refused, naming both.
+    edited = json.loads(json.dumps(played))
+    edited[0]["evaluation_criteria"]["actions"][0]["arguments"]["reservation_id"] = "XXXXXX"
+    write(task_file, edited + [{**edited[1], "id": "new-one"}])
+    for attach in (run, ("resume", "kept-tasks")):
+        line = one_error_line(passhat(*attach, env=env))
+        assert f"task file {task_file} changed since run kept-tasks recorded its tasks" in line
+        assert "(tasks that differ: 0 (changed), new-one (added))" in line
+    assert [(t.trial_id, t.status, t.reward) for t in store.trials("kept-tasks")] == recorded
+
+    # Export writes the tasks the run played, not the edited ones, and needs no file.
+    assert exported_tasks("edited") == expected
+    task_file.rename(tmp_path / "moved.json")
+    assert exported_tasks("moved") == expected
+    store.close()

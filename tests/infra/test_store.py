@@ -512,3 +512,29 @@ def test_discard_attempt_sets_the_conversation_aside_and_keeps_its_cost(store):
     assert row.termination_reason == "infrastructure_error"
     assert row.cost == pytest.approx(1.5)
     assert store.run_cost("r1") == pytest.approx(1.5)
+
+
+def test_a_database_without_the_run_tasks_table_opens_and_gets_it(db_url):
+    """A store written by a passhat that kept no task copies: it opens, its runs are
+    kept as they were, and the new table is there for the next run."""
+    from sqlalchemy import text
+
+    old = Store(db_url)
+    old.create_run(make_config("before"), total_trials=3)
+    with old.engine.begin() as conn:
+        conn.execute(text("DROP TABLE run_tasks"))
+    old.close()
+
+    store = Store(db_url)
+    try:
+        assert store.get_run("before").total_trials == 3
+        assert store.run_tasks("before") == {}
+        tasks = [{"id": "t1", "user_scenario": "x"}]
+        store.keep_run_tasks("before", "airline@/t.json", "d1", tasks)
+        store.keep_run_tasks("before", "airline@/t.json", "d2", [])  # the first copy stays
+        [(domain, row)] = store.run_tasks("before").items()
+        assert (domain, row.digest, row.tasks()) == ("airline@/t.json", "d1", tasks)
+        store.delete_run("before")
+        assert store.run_tasks("before") == {}
+    finally:
+        store.close()
