@@ -126,6 +126,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     --tasks) takes the first tasks of each domain."""
     from passhat.cli.preview import direct_calls
     from passhat.domains.base import UnknownDomainError
+    from passhat.domains.plugins import load_plugins, run_plugins
     from passhat.domains.registry import get_domain
     from passhat.domains.task_file import TaskFileError, custom_domain_name, split_domain_name
 
@@ -169,6 +170,8 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     check_model(options.user_model, "--user-model")
     provider_limits = parse_provider_limits(options.rate_limits, options.max_concurrent,
                                             models=[*agent_models, options.user_model])
+    plugins = run_plugins(options.plugins)
+    load_plugins(plugins)  # before the domains: a plugin may register them
     per_domain: dict[str, list[str]] = {}
     for domain_name in dict.fromkeys(domains):
         try:
@@ -212,6 +215,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         max_errors=options.max_errors,
         seed=options.seed,
         lenient_tool_arguments=options.lenient_tool_args,
+        plugins=plugins,
         retry={"max_attempts": options.max_attempts, "model_call_timeout_s": options.model_timeout,
                "retry_for_s": values["retry_for"]},
         max_cost=options.max_cost,

@@ -20,7 +20,6 @@ from temporalio.service import RPCError
 from passhat.contracts import (
     RUN_CANCELLED,
     RUN_RUNNING,
-    TASK_QUEUE,
     TRIAL_NOT_EVALUABLE,
     RunConfig,
     RunSummary,
@@ -40,7 +39,7 @@ async def start_run(
     client: Client,
     store,  # noqa: ANN001
     config: RunConfig,
-    task_queue: str = TASK_QUEUE,
+    task_queue: str | None = None,
     *,
     resume: bool = False,
 ) -> WorkflowHandle:
@@ -48,7 +47,8 @@ async def start_run(
     was used before attaches to that run (same configuration) or is refused by the store
     (different configuration); `resume` starts a closed run's workflow again, and the
     trials already scored return at once. If the workflow cannot be started, the run
-    record this call created is removed again, so nothing half-written is left behind."""
+    record this call created is removed again, so nothing half-written is left behind.
+    The run goes to the task queue of its plugin set unless `task_queue` says another."""
     # Imported here: the workflow modules load the activities and what they use, which
     # the commands that only read a run's status must not wait for.
     from passhat.workflows.run import RunRequest, RunWorkflow
@@ -63,7 +63,7 @@ async def start_run(
             RunWorkflow.run,
             RunRequest(config=config),
             id=config.run_id,
-            task_queue=task_queue,
+            task_queue=task_queue or config.task_queue(),
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE
             if resume
             else WorkflowIDReusePolicy.REJECT_DUPLICATE,
@@ -211,9 +211,10 @@ async def _workflow_exists(client: Client, workflow_id: str) -> bool:
     return True
 
 
-async def workflow_status(client: Client, run_id: str) -> str | None:
+async def workflow_status(client: Client, run_id: str, plugins: list[str] | None = None) -> str | None:
     """The run workflow's status; for a running one with no worker to execute it, the
-    status says so and how to start one."""
+    status says so and how to start one (with the run's `plugins`: a worker without
+    them does not poll its queue)."""
     try:
         desc = await client.get_workflow_handle(run_id).describe()
     except Exception:
@@ -222,7 +223,8 @@ async def workflow_status(client: Client, run_id: str) -> str | None:
     name = status.name.lower() if isinstance(status, WorkflowExecutionStatus) else str(status)
     if status == WorkflowExecutionStatus.RUNNING and not await has_live_worker(client, desc.task_queue):
         name += (f" (but no worker has polled task queue {desc.task_queue!r} for "
-                 f"{POLLER_FRESH_S // 60:g} minutes: start one with `passhat worker`)")
+                 f"{POLLER_FRESH_S // 60:g} minutes: start one with "
+                 f"`{' '.join(['passhat worker', *(f'--plugin {p}' for p in plugins or [])])}`)")
     return name
 
 
