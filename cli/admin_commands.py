@@ -19,15 +19,59 @@ from passhat.cli.run_options import UserInputError
 PLUGIN_HELP = "Import this module first (repeat for several): it may register domains."
 
 
+domains_app = typer.Typer(help="List the domains and how many tasks each has; `domains check NAME` checks a domain's tasks.",
+                          invoke_without_command=True)
+
+
+@domains_app.callback()
 @one_line_errors
-def domains(plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help=PLUGIN_HELP)) -> None:
+def domains(ctx: typer.Context,
+            plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help=PLUGIN_HELP)) -> None:
     """List the domains and how many tasks each has."""
     from passhat.domains.plugins import load_plugins
     from passhat.domains.registry import domain_names, task_count
 
     load_plugins(plugin)
+    if ctx.invoked_subcommand is not None:
+        return
     for name in domain_names():
         print(f"{name}\t{task_count(name)} tasks")
+
+
+@domains_app.command("check")
+@one_line_errors
+def domains_check(
+    domain: str = typer.Argument(..., help="Domain name."),
+    task: list[str] = typer.Option([], "--task", "-t", help="Task id to check (repeat); default: every task."),
+    plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help=PLUGIN_HELP),
+) -> None:
+    """Check a domain's tasks offline, as the scripted oracle plays them: gold actions that
+    do not score 1.0, and evaluations that cannot fail. Exit 1 when something is found."""
+    from passhat.domains.base import UnknownDomainError
+    from passhat.domains.check import check_domain
+    from passhat.domains.plugins import load_plugins
+    from passhat.domains.registry import get_domain
+    from passhat.domains.task_file import TaskFileError
+
+    load_plugins(plugin)
+    try:
+        d = get_domain(domain)
+        missing = [t for t in task if t not in set(d.task_ids())]
+    except (UnknownDomainError, TaskFileError) as err:
+        raise UserInputError(str(err))
+    if missing:
+        raise UserInputError(f"unknown task id(s) for domain {domain}: {', '.join(missing)} "
+                             f"(see `passhat tasks {domain}`)")
+    checks = check_domain(d, task or None)
+    found = 0
+    for result in checks:
+        for finding in result.findings:
+            print(f"{domain}\t{result.task_id}\t{finding}")
+            found += 1
+    flagged = sum(1 for r in checks if r.findings)
+    print(f"{domain}: {len(checks)} task(s) checked, {flagged} with findings ({found} in all)")
+    if found:
+        raise typer.Exit(1)
 
 
 @one_line_errors
