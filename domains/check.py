@@ -8,7 +8,8 @@ task says must be communicated, then the user stops) and scored by the domain:
   task (a typo in an argument, an action the tools refuse, an unmet assertion);
 - without the last gold action that changes the database, it must not score 1.0;
 - with nothing communicated, it must not score 1.0 when the task has information to
-  communicate, or changes nothing (then nothing else is checked).
+  communicate; a task that changes nothing must not score 1.0 when the agent does
+  nothing and says nothing.
 
 A conversation that still scores 1.0 in those cases is an evaluation that cannot fail.
 """
@@ -57,11 +58,13 @@ def check_task(domain: Domain, task_id: str) -> TaskCheck:
             name = task.gold_actions[last].name
             result.findings.append(
                 f"still scores 1.0 without its last state-changing gold action ({name})")
-    # Saying nothing may rightly score 1.0 when the task changes the state and has nothing
-    # to communicate: the state is what is checked. Otherwise nothing could fail it.
+    # Saying nothing may rightly score 1.0 when the task has nothing to communicate and
+    # changes the state: the state is what is checked. A task that changes nothing must
+    # at least fail an agent that does nothing and says nothing.
     if is_success(full) and (task.communicate_info or not writes):
+        actions = task.gold_actions if writes else []
         try:
-            reward = _score(domain, task, task.gold_actions, NOTHING_SAID, f"{session}-mute")
+            reward = _score(domain, task, actions, NOTHING_SAID, f"{session}-mute")
         except ScoringFailed:
             reward = 0.0
         if is_success(reward):
