@@ -18,7 +18,7 @@ import sys
 from typing import Any, Callable
 
 # tau2's own domains, listed without importing tau2 (that takes seconds).
-TAU2_DOMAINS = ("airline", "retail", "telecom", "telecom-workflow", "mock")
+TAU2_DOMAINS = ("airline", "retail", "telecom", "mock", "telecom-workflow")
 # The domains whose environments take a shared database copy (db=, user_db=).
 SHARED_DB_DOMAINS = frozenset(TAU2_DOMAINS)
 # Where tau2 keeps a shipped domain's data files.
