@@ -5,6 +5,7 @@ attributes on a Temporal cluster."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import textwrap
 from typing import Optional
@@ -19,21 +20,76 @@ from passhat.cli.run_options import UserInputError
 REASON_WIDTH = 100  # `passhat tasks`: characters of a task's reason for calling
 
 
-def domains() -> None:
+PLUGIN_HELP = "Import this module first (repeat for several): it may register domains."
+
+
+domains_app = typer.Typer(help="List the domains and how many tasks each has; `domains check NAME` checks a domain's tasks.",
+                          invoke_without_command=True)
+
+
+@domains_app.callback()
+@one_line_errors
+def domains(ctx: typer.Context,
+            plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help=PLUGIN_HELP)) -> None:
     """List the domains and how many tasks each has."""
+    from passhat.domains.plugins import load_plugins
     from passhat.domains.registry import domain_names, task_count
 
+    load_plugins(plugin)
+    if ctx.invoked_subcommand is not None:
+        return
     for name in domain_names():
         print(f"{name}\t{task_count(name)} tasks")
 
 
+@domains_app.command("check")
 @one_line_errors
-def tasks(domain: str = typer.Argument(..., help="Domain name.")) -> None:
-    """List a domain's task ids with the user's reason for calling."""
+def domains_check(
+    domain: str = typer.Argument(..., help="Domain name."),
+    task: list[str] = typer.Option([], "--task", "-t", help="Task id to check (repeat); default: every task."),
+    plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help=PLUGIN_HELP),
+) -> None:
+    """Check a domain's tasks offline, as the scripted oracle plays them: gold actions that
+    do not score 1.0, and evaluations that cannot fail. Exit 1 when something is found."""
     from passhat.domains.base import UnknownDomainError
+    from passhat.domains.check import check_domain
+    from passhat.domains.plugins import load_plugins
     from passhat.domains.registry import get_domain
     from passhat.domains.task_file import TaskFileError
 
+    load_plugins(plugin)
+    try:
+        d = get_domain(domain)
+        missing = [t for t in task if t not in set(d.task_ids())]
+    except (UnknownDomainError, TaskFileError) as err:
+        raise UserInputError(str(err))
+    if missing:
+        raise UserInputError(f"unknown task id(s) for domain {domain}: {', '.join(missing)} "
+                             f"(see `passhat tasks {domain}`)")
+    checks = check_domain(d, task or None)
+    found = 0
+    for result in checks:
+        for finding in result.findings:
+            print(f"{domain}\t{result.task_id}\t{finding}")
+            found += 1
+    flagged = sum(1 for r in checks if r.findings)
+    print(f"{domain}: {len(checks)} task(s) checked, {flagged} with findings ({found} in all)")
+    if found:
+        raise typer.Exit(1)
+
+
+@one_line_errors
+def tasks(
+    domain: str = typer.Argument(..., help="Domain name."),
+    plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help=PLUGIN_HELP),
+) -> None:
+    """List a domain's task ids with the user's reason for calling."""
+    from passhat.domains.base import UnknownDomainError
+    from passhat.domains.plugins import load_plugins
+    from passhat.domains.registry import get_domain
+    from passhat.domains.task_file import TaskFileError
+
+    load_plugins(plugin)
     try:
         d = get_domain(domain)
     except (UnknownDomainError, TaskFileError) as err:
@@ -49,24 +105,34 @@ def worker(
     processes: int = typer.Option(1, "--processes", "-p", help="Worker processes to run on this machine (one process uses one core)."),
     max_concurrent_activities: int = typer.Option(MAX_CONCURRENT_ACTIVITIES, help="Activities each worker process runs at once."),
     rate_limit: list[str] = typer.Option([], "--rate-limit", metavar="PROVIDER=N/min", help="Serve a capped provider's task queue at this rate; every worker of a run started with --rate-limit must be given the same caps."),
+    plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help="Import this module (repeat for several) and serve the runs started with exactly these plugins (see docs/plugins.md)."),
 ) -> None:
     """Run a standalone worker on the passhat task queue (Ctrl-C to stop)."""
+    import socket
+
     from passhat.cli.worker_processes import worker_processes
+    from passhat.domains.plugins import PluginError, load_plugins, run_plugins
     from passhat.workflows.worker import preload, serve
 
     if processes < 1:
         raise UserInputError(f"--processes must be at least 1, got {processes}")
     limits = parse_provider_limits(rate_limit)
+    plugins = run_plugins(plugin)
+    try:  # before forking: every worker process inherits them
+        load_plugins(plugins)
+    except PluginError as err:
+        raise UserInputError(f"{err} (worker on {socket.gethostname()}, pid {os.getpid()}; "
+                             "it serves no run until the module imports)") from None
     # This process is one of the workers; the others are its children, forked with
     # the model client and tau2 already imported (the domains a run will use are
     # not known yet: each process loads them on first use).
     if processes > 1:
-        preload([])
+        preload([], plugins)
     try:
         with worker_processes(processes - 1, max_concurrent_activities=max_concurrent_activities,
-                              provider_limits=limits):
+                              provider_limits=limits, plugins=plugins):
             asyncio.run(serve(max_concurrent_activities=max_concurrent_activities,
-                              provider_limits=limits, announce=True))
+                              provider_limits=limits, announce=True, plugins=plugins))
     except KeyboardInterrupt:
         # Ctrl-C is how a worker is meant to stop, not an error: one plain line, and
         # the shell's code for "ended by SIGINT" so a script that runs it can tell.

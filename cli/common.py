@@ -41,6 +41,8 @@ def one_line_errors(command: Callable) -> Callable:
     @functools.wraps(command)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         # Imported when a command runs: the Temporal SDK and the store are slow to load.
+        from passhat.domains.base import DomainLoadError
+        from passhat.domains.plugins import PluginError
         from passhat.results.records import ResultsError
         from passhat.workflows.client import BudgetChangeRefused, RunEnded
         from passhat.domains.task_file import TaskFileError
@@ -51,8 +53,8 @@ def one_line_errors(command: Callable) -> Callable:
             return command(*args, **kwargs)
         except TemporalServerError as err:
             fail(str(err))  # multi-line on purpose: it ends with the server's log excerpt
-        except (UserInputError, ResultsError, BudgetChangeRefused, ConfigMismatchError, StoreError,
-                TemporalUnreachable, TaskFileError) as err:
+        except (UserInputError, PluginError, DomainLoadError, ResultsError, BudgetChangeRefused,
+                ConfigMismatchError, StoreError, TemporalUnreachable, TaskFileError) as err:
             # One line: database drivers (psycopg) wrap and indent their messages.
             fail(" ".join(str(err).split()))
         except RunEnded as err:

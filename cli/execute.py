@@ -21,18 +21,22 @@ def execute_here(config, *, workers: int | None = None, **kwargs):  # noqa: ANN0
     (default: one per core; none with --detach); Ctrl-C stops them all, so say how to
     carry on. The run's summary, or None when detached."""
     from passhat.cli.worker_processes import default_process_count, worker_processes
+    from passhat.domains.plugins import load_plugins
     from passhat.workflows.worker import preload
 
     extra = 0 if kwargs.get("detach") else (workers or default_process_count()) - 1
+    # Before anything is recorded or forked: a plugin that does not import stops here,
+    # and the forked workers inherit the ones that do.
+    load_plugins(config.plugins)
     try:
         # Forked now, before this process has an event loop, a client or a thread; a
         # results store that cannot be opened is reported first (and closed again: no
         # connection is carried into the children).
         if extra:
             open_store().close()
-            preload(config.domains)
+            preload(config.domains, config.plugins)
         with worker_processes(extra, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
-                              provider_limits=config.provider_limits):
+                              provider_limits=config.provider_limits, plugins=config.plugins):
             return asyncio.run(execute(config, **kwargs))
     except KeyboardInterrupt:
         if kwargs.get("detach"):
@@ -66,11 +70,13 @@ async def execute(config, *, detach: bool, output: str, resume: bool = False,
         print(config.run_id)
         err_console.print(f"run {config.run_id} started; follow it with `passhat status {config.run_id}`"
                           + (f" or in the Temporal UI: {ui}" if ui else ""))
-        if config.provider_limits:
-            # The caps live in the workers that serve the providers' queues.
-            err_console.print("its capped providers' calls are served only by workers started with "
-                              f"`passhat worker {' '.join(provider_limit_args(config.provider_limits))}`",
-                              highlight=False)
+        worker_args = [*(f"--plugin {p}" for p in config.plugins),
+                       *provider_limit_args(config.provider_limits)]
+        if worker_args:
+            # The caps live in the workers that serve the providers' queues, and only
+            # workers with the run's plugins poll its queues.
+            err_console.print("it is served only by workers started with "
+                              f"`passhat worker {' '.join(worker_args)}`", highlight=False)
         return None
     from passhat.cli.render import not_evaluable_line, progress_fields, progress_with_note, retry_line, workflow_link
 
@@ -99,7 +105,7 @@ async def execute(config, *, detach: bool, output: str, resume: bool = False,
 
         # This process runs one worker; the others are its children (see execute_here).
         async with build_worker(client, store, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
-                                provider_limits=config.provider_limits):
+                                provider_limits=config.provider_limits, plugins=config.plugins):
             summary = await follow(handle, store, config.run_id, update, on_not_evaluable=not_evaluable)
     return summary
 

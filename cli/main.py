@@ -36,14 +36,14 @@ app.command()(result_commands.trials)
 app.command()(result_commands.show)
 app.command()(result_commands.export)
 app.command("import")(result_commands.import_files)
-app.command()(admin_commands.domains)
+app.add_typer(admin_commands.domains_app, name="domains")
 app.command()(admin_commands.tasks)
 app.command()(admin_commands.worker)
 app.add_typer(admin_commands.server_app, name="server")
 app.add_typer(admin_commands.search_attributes_app, name="search-attributes")
 
 # Commands that load tau2, whose loguru messages are routed to the log file first.
-_LOADS_TAU2 = {"run", "gate", "demo", "resume", "worker", "tasks", "export", "import"}
+_LOADS_TAU2 = {"run", "gate", "demo", "resume", "worker", "domains", "tasks", "export", "import"}
 
 
 def _print_version(asked: bool) -> None:

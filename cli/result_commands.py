@@ -73,7 +73,7 @@ def status(
         wf, detail = "none", f"imported from {names}"
     else:
         try:
-            wf, detail = asyncio.run(_workflow_status(run_id)) or (
+            wf, detail = asyncio.run(_workflow_status(run_id, row.run_config().plugins)) or (
                 "unknown", "Temporal has no workflow with this id (closed workflows are kept for the namespace's retention)")
         except TemporalUnreachable as err:  # the store answers even when Temporal is down
             wf, detail = "unknown", " ".join(str(err).split())
@@ -92,12 +92,12 @@ def status(
     )
 
 
-async def _workflow_status(run_id: str) -> tuple[str, str | None] | None:
+async def _workflow_status(run_id: str, plugins: list[str]) -> tuple[str, str | None] | None:
     from passhat.workflows.client import workflow_status
     from passhat.infra.temporal_server import connect
 
     # Read-only: asks a running server, never starts the embedded one.
-    return await workflow_status(await connect(start=False), run_id)
+    return await workflow_status(await connect(start=False), run_id, plugins)
 
 
 @one_line_errors

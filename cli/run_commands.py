@@ -38,10 +38,12 @@ def run(
 ) -> None:
     """Evaluate agent models on tau2 domains and report pass^k."""
     from passhat.cli import sweep_config
+    from passhat.domains.plugins import load_plugins
 
     check_output(output)
     if workers is not None and workers < 1:
         raise UserInputError(f"--workers must be at least 1, got {workers}")
+    load_plugins(options.plugins)  # the config file's domains may be theirs
     options = sweep_config.merge(sweep_config.load(config) if config else None,
                                  options, given_on_command_line(ctx))
     sweep_config.check_required(options, f" — see `{ctx.command_path} --help`")
@@ -54,14 +56,16 @@ def run(
 
 @one_line_errors
 def demo(
-    tasks: int = typer.Option(10, help="How many airline tasks to sweep (1-50: airline has 50)."),
+    tasks: int = typer.Option(10, help="How many of the domain's tasks to sweep (airline has 50)."),
     trials: int = typer.Option(4, "--trials", "-k", help="Trials per task (at least 1)."),
     output: str = typer.Option("table", "--output", "-o", help="table or json."),
     yes: bool = typer.Option(False, "--yes", "-y", help=f"Start without asking: more than {CONFIRM_ABOVE} conversations ask for confirmation on a terminal."),
+    plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help="Import this module first (repeat for several); with --domain, sweep one of its domains."),
+    domain: str = typer.Option("airline", "--domain", "-d", help="The domain to sweep."),
 ) -> None:
     """A short offline sweep: scripted/oracle and scripted/noisy-0.7 on airline, k=4, on the embedded Temporal server. No keys needed."""
     check_output(output)
-    config = build_config(RunOptions(domains=["airline"], agent_models=DEMO_MODELS,
+    config = build_config(RunOptions(domains=[domain], agent_models=DEMO_MODELS, plugins=plugin,
                                      user_model="scripted/oracle", trials=trials, concurrency=16),
                           limit=tasks)
     print_outcome(execute_here(config, detach=False, output=output, preview=True, yes=yes), output)
@@ -73,6 +77,7 @@ def resume(
     detach: bool = typer.Option(False, "--detach", help="Restart the run and return; a `passhat worker` must be running."),
     output: str = typer.Option("table", "--output", "-o", help="table or json."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", metavar="USD", help="A new budget for the run (all it has recorded counts toward it); default: the budget it was started with, if any."),
+    plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help="Import this module too (the run's own plugins are imported anyway)."),
 ) -> None:
     """Finish an interrupted run: only unfinished and not-evaluable trials run again;
     scored trials and recorded steps are kept as they are."""
@@ -80,6 +85,9 @@ def resume(
     row = existing_run(open_store(), run_id)
     _refuse_imported(row, "resume")
     config = row.run_config()
+    from passhat.domains.plugins import load_plugins
+
+    load_plugins(plugin)
     if max_cost is not None:
         config = config.model_copy(update={"max_cost": max_cost})
     if not detach:

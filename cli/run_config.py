@@ -166,6 +166,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     --tasks) takes the first tasks of each domain."""
     from passhat.cli.preview import direct_calls
     from passhat.domains.base import UnknownDomainError
+    from passhat.domains.plugins import load_plugins, run_plugins
     from passhat.domains.registry import get_domain
     from passhat.domains.task_file import TaskFileError, custom_domain_name, split_domain_name
     from passhat.domains.tau2_version import UnknownTau2VersionError, data_digest, family_of, installed_version
@@ -211,6 +212,8 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     agent, agent_prompt = _agent(options)
     provider_limits = parse_provider_limits(options.rate_limits, options.max_concurrent,
                                             models=[*agent_models, options.user_model])
+    plugins = run_plugins(options.plugins)
+    load_plugins(plugins)  # before the domains: a plugin may register them
     per_domain: dict[str, list[str]] = {}
     for domain_name in dict.fromkeys(domains):
         try:
@@ -270,6 +273,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         lenient_tool_arguments=options.lenient_tool_args,
         agent=agent,
         agent_prompt=agent_prompt,
+        plugins=plugins,
         retry={"max_attempts": options.max_attempts, "model_call_timeout_s": options.model_timeout,
                "retry_for_s": values["retry_for"]},
         max_cost=options.max_cost,

@@ -62,7 +62,7 @@ class RunOptions:
 
     domains: list[str] = option(
         [], "--domain", "-d", kind="strings",
-        help="Domain to evaluate (repeat for several): airline, retail, telecom, mock. Required unless --config has domains.")
+        help="Domain to evaluate (repeat for several): see `passhat domains` (a --plugin may add some). Required unless --config has domains.")
     agent_models: list[str] = option(
         [], "--agent-model", "-m", kind="models", file_key="agents", args="agent_model_args",
         help="litellm model string for the agent (repeat for a sweep), e.g. openai/gpt-4.1 or scripted/oracle. Required unless --config has agents.")
@@ -81,6 +81,9 @@ class RunOptions:
     task_ids: list[str] | dict[str, list[str]] = option(
         [], "--task", "-t", kind="tasks", file_key="tasks", cli_type=list[str],
         help="Task id to run (repeat); default: every task of the domain.")
+    plugins: list[str] = option(
+        [], "--plugin", kind="strings", metavar="MODULE",
+        help="Import this module first (repeat for several): it registers your domains or agents. Every worker of the run imports it too (see docs/plugins.md).")
     task_file: Optional[str] = option(
         None, "--task-file", kind="string",
         help="JSON list of your own tasks in tau2's format, run with the one --domain's tools and policy.")

@@ -58,6 +58,7 @@ def load(path: str) -> Sweep:
         values.update(check.value(key, keys[key], value))
     for where, model in check.models:
         check_model(model, f"{path}: {where}")
+    check.plugins(values.get("plugins", []))
     base = Path(path).expanduser().absolute().parent
     check.domains_and_tasks(values, base=base)
     if values.get("agent_prompt") is not None:  # relative to the file, as task files are
@@ -111,6 +112,8 @@ def merge(sweep: Sweep | None, from_flags: RunOptions, given: set[str]) -> RunOp
             # Models from the command line: the file's caps on providers they do not call go.
             used = {provider_of(m) for m in [*(out["agent_models"] or []), out["user_model"] or ""]}
             out[caps] = [r for r in file[caps] if r.split("=", 1)[0] in used]
+    # Plugins add up: the file's and the command line's are all imported.
+    out["plugins"] = list(dict.fromkeys([*file.get("plugins", []), *cli["plugins"]]))
     if {"task_ids", "task_file"} & given:
         out["task_ids"], out["task_file"] = cli["task_ids"], cli["task_file"]
     elif "domains" in given:
@@ -333,6 +336,15 @@ class _Checker:
                     self.fail(f"{where}[{i}]", f"must be a task id (a string), got {_kind(task)}")
             out[domain] = [str(t) for t in ids]
         return out
+
+    def plugins(self, modules: list[str]) -> None:
+        """Import the file's plugins now: its domains may be theirs."""
+        from passhat.domains.plugins import PluginError, load_plugins
+
+        try:
+            load_plugins(modules)
+        except PluginError as err:
+            self.fail("plugins", str(err))
 
     def domains_and_tasks(self, values: dict[str, Any], base: Path) -> None:
         """Domains exist, a task file is readable and valid, task ids exist: the file's

@@ -35,10 +35,12 @@ def default_process_count() -> int:
 
 
 def start_worker_processes(
-    n: int, *, max_concurrent_activities: int, provider_limits: dict[str, ProviderLimit] | None = None
+    n: int, *, max_concurrent_activities: int, provider_limits: dict[str, ProviderLimit] | None = None,
+    plugins: list[str] | None = None,
 ) -> list[int]:
-    """Fork n worker processes on the default task queue (and the capped providers'
-    queues). They share this process's environment (results store, Temporal address,
+    """Fork n worker processes on the task queue of the runs that need `plugins` (and
+    the capped providers' queues); the caller has imported the plugins, so the children
+    have them without importing anything. They share this process's environment (results store, Temporal address,
     provider keys) and end with it. Their output goes to worker-<pid>-<i>.log files in
     PASSHAT_HOME/logs, removed at exit when nothing was written. Returns their pids."""
     if n <= 0:
@@ -64,13 +66,13 @@ def start_worker_processes(
         pid = os.fork()
         if pid == 0:
             _worker_child(logs / f"worker-{parent}-{i}.log", parent, max_concurrent_activities,
-                          provider_limits or {})
+                          provider_limits or {}, plugins or [])
         pids.append(pid)
     return pids
 
 
 def _worker_child(log: Path, parent: int, max_concurrent_activities: int,
-                  provider_limits: dict[str, ProviderLimit]) -> NoReturn:
+                  provider_limits: dict[str, ProviderLimit], plugins: list[str]) -> NoReturn:
     status = 1
     try:
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -88,7 +90,7 @@ def _worker_child(log: Path, parent: int, max_concurrent_activities: int,
         # such as the root spans of trials this process scored, then end at once.
         signal.signal(signal.SIGTERM, lambda *_: _flush_and_exit(log, 0))
         asyncio.run(serve(max_concurrent_activities=max_concurrent_activities,
-                          provider_limits=provider_limits))
+                          provider_limits=provider_limits, plugins=plugins))
         status = 0
     except KeyboardInterrupt:
         status = 0  # Ctrl-C reaches the whole process group: the parent says what to do
@@ -149,10 +151,12 @@ def _signal(pid: int, sig: int) -> None:
 
 @contextmanager
 def worker_processes(
-    n: int, *, max_concurrent_activities: int, provider_limits: dict[str, ProviderLimit] | None = None
+    n: int, *, max_concurrent_activities: int, provider_limits: dict[str, ProviderLimit] | None = None,
+    plugins: list[str] | None = None,
 ) -> Iterator[list[int]]:
     pids = start_worker_processes(
-        n, max_concurrent_activities=max_concurrent_activities, provider_limits=provider_limits
+        n, max_concurrent_activities=max_concurrent_activities, provider_limits=provider_limits,
+        plugins=plugins,
     )
     try:
         yield pids

@@ -1,11 +1,12 @@
 """Benchmark domains: the interface passhat needs, and the registry of implementations.
 The messages and task descriptions a domain exchanges are in passhat.contracts."""
 
-from passhat.domains.base import Domain, UnknownDomainError, UnknownTaskError
+from passhat.domains.base import Domain, DomainLoadError, UnknownDomainError, UnknownTaskError
 from passhat.domains.registry import domain_names, get_domain, register_domain
 
 __all__ = [
     "Domain",
+    "DomainLoadError",
     "UnknownDomainError",
     "UnknownTaskError",
     "domain_names",

@@ -21,6 +21,11 @@ class UnknownDomainError(LookupError):
     pass
 
 
+class DomainLoadError(Exception):
+    """A domain's own code failed while passhat loaded it (its environment or tasks
+    did not build); the message is one line naming the domain and the error."""
+
+
 @runtime_checkable
 class Domain(Protocol):
     name: str

@@ -14,7 +14,8 @@ from typing import Any
 
 from passhat.domains.base import Domain, UnknownDomainError
 from passhat.domains.task_file import SEPARATOR, read_task_list, split_domain_name, validate_tasks
-from passhat.domains.tau2_domain import TAU2_DOMAINS, Tau2Domain, tau2_task_count
+from passhat.domains.tau2_catalog import TAU2_DOMAINS, registered_tau2_domains, tau2_task_count
+from passhat.domains.tau2_domain import Tau2Domain
 
 DomainFactory = Callable[[], Domain]
 
@@ -39,8 +40,10 @@ def register_domain(name: str, factory: DomainFactory) -> None:
 
 
 def domain_names() -> list[str]:
+    """passhat's domains, then those a plugin registered with tau2's registry."""
     with _lock:
-        return list(_factories)
+        names = list(_factories)
+    return names + [n for n in registered_tau2_domains() if n not in names]
 
 
 def task_count(name: str) -> int:
@@ -68,8 +71,10 @@ def get_domain(name: str) -> Domain:
             domain = _instances[name] = _task_file_domain(base, path, name)
             return domain
         factory = _factories.get(name)
+        if factory is None and name in registered_tau2_domains():
+            factory = _factories[name] = lambda: Tau2Domain(name)
         if factory is None:
-            known = ", ".join(_factories)
+            known = ", ".join(domain_names())
             raise UnknownDomainError(f"Unknown domain {name!r}; known domains: {known}")
         domain = factory()
         if not isinstance(domain, Domain):
@@ -81,14 +86,13 @@ def get_domain(name: str) -> Domain:
 
 
 def _task_file_domain(base: str, path: str, name: str) -> Domain:
-    if base not in TAU2_DOMAINS:
+    tools = get_domain(base)
+    if not isinstance(tools, Tau2Domain):
         raise UnknownDomainError(
-            f"task files work with tau2's domains ({', '.join(TAU2_DOMAINS)}), "
-            f"not {base!r}"
+            f"task files work with domains of tau2's registry, and {base!r} is not one"
         )
     raw = read_task_list(path)  # file and JSON mistakes fail before tau2 loads
     # The base domain's tools decide which gold actions the file may name.
-    tools = get_domain(base)
     user_tools = tools.user_tools()
     tasks = validate_tasks(
         path,
@@ -97,7 +101,7 @@ def _task_file_domain(base: str, path: str, name: str) -> Domain:
         agent_tools=_schemas(tools.agent_tools()),
         user_tools=None if user_tools is None else _schemas(user_tools),
     )
-    return Tau2Domain(base, tasks=tasks, label=name)
+    return Tau2Domain(tools.tau2_name, tasks=tasks, label=name)
 
 
 def _schemas(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""tau2's domains (airline, retail, telecom, mock) behind passhat's Domain interface.
+"""tau2's domains (airline, retail, telecom, mock, and any a plugin registers) behind passhat's Domain interface.
 
 tau2 does the real work: its tasks, tools, environments, prompts and evaluator are used
 as a library, so a reward computed here is the reward tau2 gives the same conversation.
@@ -26,11 +26,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from passhat.contracts import GoldAction, Message, Score, TaskInfo, ToolCall
-from passhat.domains.base import UnknownDomainError, UnknownTaskError
+from passhat.domains.base import DomainLoadError, UnknownDomainError, UnknownTaskError
+from passhat.domains.plugins import last_line
 from passhat.domains.shared_db import SharedDatabase, kept, same_data
 from passhat.domains.tau2_version import installed_rules
-
-TAU2_DOMAINS = ("airline", "retail", "telecom", "mock")
+from passhat.domains.tau2_catalog import SHARED_DB_DOMAINS, build_environment, is_tau2_domain
 
 # One entry per conversation a worker process can have in flight (it runs at most 64
 # activities at once, and a trial's tool steps run in the process that runs its
@@ -43,26 +43,6 @@ DEFAULT_SESSION_CACHE_SIZE = 64
 # The model named to tau2's agent and user classes that passhat builds only to read
 # their system prompts.
 _PROMPT_ONLY = "passhat-prompt-only"
-
-
-def tau2_task_count(name: str) -> int | None:
-    """The size of the task set tau2 runs for a domain (its "base" split where the
-    domain has one, else every task, as tau2's task loaders choose), read from tau2's
-    data files without importing tau2; None when they are not where tau2 keeps them."""
-    import json
-
-    from passhat.domains.tau2_version import domain_dir
-
-    folder = domain_dir(name)
-    if folder is None:
-        return None
-    try:
-        split = json.loads((folder / "split_tasks.json").read_text())
-        if "base" in split:
-            return len(split["base"])
-        return len(json.loads((folder / "tasks.json").read_text()))
-    except (OSError, ValueError):
-        return None
 
 
 class Tau2Domain:
@@ -79,10 +59,8 @@ class Tau2Domain:
         """`tasks` (tau2 Task models) replaces the domain's own task set, for a user's
         task file; `label` is then the name the registry knows this variant by. Tools,
         policy, database and scoring stay tau2's for `name`."""
-        if name not in TAU2_DOMAINS:
-            raise UnknownDomainError(
-                f"tau2 has no domain {name!r}; known: {', '.join(TAU2_DOMAINS)}"
-            )
+        if not is_tau2_domain(name):
+            raise UnknownDomainError(f"tau2's registry has no domain {name!r}")
         self.name = label or name
         self.tau2_name = name
         self._tasks = None if tasks is None else {task.id: task for task in tasks}
@@ -133,6 +111,10 @@ class Tau2Domain:
         """The domain's policy, as tau2's agents receive it (an agent prompt of the
         user's own puts it where its template says)."""
         return _data(self.tau2_name).policy
+
+    def tool_kinds(self) -> dict[str, str]:
+        """Each tool's tau2 type (read, write, think, generic), agent's and user's."""
+        return _data(self.tau2_name).tool_kinds
 
     def user_system_prompt(self, task_id: str) -> str:
         prompt = self._user_prompts.get(task_id)
@@ -271,10 +253,12 @@ class Tau2Domain:
             return self._score_as_tau2(task, trajectory, termination_reason, nl_checks)
         stopped = termination_reason in (TerminationReason.AGENT_STOP, TerminationReason.USER_STOP)
         criteria = task.evaluation_criteria
-        if not stopped or criteria is None or RewardType.NL_ASSERTION in criteria.reward_basis:
+        data = _data(self.tau2_name)
+        if (not stopped or criteria is None or RewardType.NL_ASSERTION in criteria.reward_basis
+                or not data.shared):
             # tau2's evaluator answers these without building any environment: a trial
             # that did not stop scores 0, a task without criteria 1, and NL assertions
-            # are refused under "all".
+            # are refused under "all". A plugin's domain is scored by it whole.
             now = get_now()
             simulation = SimulationRun(
                 id=f"passhat-{task_id}", task_id=task_id, start_time=now, end_time=now,
@@ -411,7 +395,7 @@ class Tau2Domain:
             reward_breakdown=breakdown,
         )
 
-    def _gold_state(self, task: Any) -> tuple[Any, Any]:
+    def _gold_state(self, task: Any) -> tuple[Any, Any]:  # shared-database domains only
         """The agent and user databases after the task's gold actions, from its initial
         state, computed once per task and kept as shared_db.kept keeps them."""
         state = self._gold.get(task.id)
@@ -459,15 +443,21 @@ class _Tau2Data:
 
         self.tasks = {task.id: task for task in default_tasks(name)}
         self._construct = registry.get_env_constructor(name)
+        self.shared = name in SHARED_DB_DOMAINS  # else tau2 builds and scores it as it is
         env = self._construct()
         self.policy = env.get_policy()
         self.agent_tools = env.get_tools()
         self.user_tools = env.get_user_tools() if env.user_tools is not None else None
+        self.tool_kinds = {name: kit.tool_type(name).value
+                           for kit in (env.user_tools, env.tools) if kit is not None for name in kit.tools}
         self.agent_tool_schemas = [tool.openai_schema for tool in self.agent_tools]
         self.user_tool_schemas = (
             None if self.user_tools is None else [tool.openai_schema for tool in self.user_tools]
         )
         self._agent_prompt: str | None = None
+        if not self.shared:
+            self.evaluator_domain = name
+            return
         self._db = SharedDatabase(env.tools.db)
         self._user_db = SharedDatabase(env.user_tools.db) if env.user_tools else None
 
@@ -486,6 +476,8 @@ class _Tau2Data:
 
     def new_environment(self, solo_mode: bool = False) -> Any:
         """tau2's environment for this domain, on a fresh copy of the cached database."""
+        if not self.shared:
+            return build_environment(self._construct, solo_mode)
         with _gc_paused():
             kwargs: dict[str, Any] = {"db": self._db.fresh()}
             if self._user_db is not None:
@@ -504,7 +496,13 @@ def _data(name: str) -> _Tau2Data:
             data = _loaded.get(name)
             if data is None:
                 quiet_tau2()
-                data = _loaded[name] = _Tau2Data(name)
+                try:
+                    data = _Tau2Data(name)
+                except Exception as err:  # noqa: BLE001 - the domain's own code failed
+                    raise DomainLoadError(
+                        f"domain {name} failed to load (its environment or tasks): {last_line(err)}"
+                    ) from err
+                _loaded[name] = data
     return data
 
 

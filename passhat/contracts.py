@@ -167,11 +167,22 @@ def provider_of(model: str) -> str:
     return model.split("/", 1)[0] if "/" in model else "openai"
 
 
-def provider_task_queue(provider: str) -> str:
+def plugin_task_queue(plugins: list[str]) -> str:
+    """The task queue of a run that needs these plugins (passhat.domains.plugins): only
+    workers that imported exactly this set poll it, so a worker lacking one never takes
+    the run's work. A run without plugins uses the plain queue."""
+    if not plugins:
+        return TASK_QUEUE
+    digest = stable_hash(json.dumps(sorted(set(plugins))))[:12]
+    return f"{TASK_QUEUE}-plugins-{digest}"
+
+
+def provider_task_queue(provider: str, plugins: list[str] | None = None) -> str:
     """The task queue a capped provider's model calls are scheduled on. The Temporal
     server dispatches a queue's activities no faster than the rate its workers ask for,
-    whichever worker polls: one limit for every worker on every machine."""
-    return f"{TASK_QUEUE}-provider-{provider}"
+    whichever worker polls: one limit for every worker on every machine. A run with
+    plugins has its own (a plugin's agent makes those calls)."""
+    return f"{plugin_task_queue(plugins or [])}-provider-{provider}"
 
 
 class ProviderLimit(BaseModel):
@@ -219,13 +230,22 @@ class TrialSettings(BaseModel):
         if self.agent_prompt is not None:
             label += f", prompt sha256:{prompt_digest(self.agent_prompt)}"
         return label
+    # The plugin modules (passhat.domains.plugins) every worker of the run imports; they
+    # choose the run's task queues (plugin_task_queue).
+    plugins: list[str] = Field(default_factory=list)
+
+    def task_queue(self) -> str:
+        """The queue of the run's workflows and activities."""
+        return plugin_task_queue(self.plugins)
 
     def model_queue(self, model: str) -> str | None:
         """The task queue of a model's calls: its provider's, when the provider's calls
         per minute are capped; None for the run's own queue."""
         provider = provider_of(model)
         limit = self.provider_limits.get(provider)
-        return provider_task_queue(provider) if limit and limit.per_minute is not None else None
+        if limit and limit.per_minute is not None:
+            return provider_task_queue(provider, self.plugins)
+        return None
 
     def concurrency_caps(self, agent_model: str) -> dict[str, int]:
         """The providers a conversation of this agent model calls (agent and user side)
@@ -289,7 +309,7 @@ class RunConfig(TrialSettings):
         how it runs, not what it measures. Per-model args, the agent and its prompt count only
         when a run has them, so a run stored before they existed keeps its fingerprint."""
         exclude = {"concurrency", "retry", "provider_limits", "max_cost", "expected_calls"}
-        for name in ("agent_model_args", "agent", "agent_prompt"):
+        for name in ("agent_model_args", "agent", "agent_prompt", "plugins"):
             if not getattr(self, name):  # absent from runs stored before it existed
                 exclude.add(name)
         for recorded_later in RECORDED_LATER:

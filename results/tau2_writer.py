@@ -29,7 +29,8 @@ from typing import Any
 
 from passhat.contracts import AGENT_GREETING, TRIAL_SCORED, Message
 from passhat.domains.input_files import first_problem
-from passhat.domains.tau2_domain import TAU2_DOMAINS, answered_calls, default_tasks, quiet_tau2
+from passhat.domains.tau2_catalog import TAU2_DOMAINS
+from passhat.domains.tau2_domain import answered_calls, default_tasks, quiet_tau2
 from passhat.infra.secrets import without_secrets
 from passhat.results.records import TOTALS_KEY, ResultsFileError, StepRecord, TrialRecord, aware
 

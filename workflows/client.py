@@ -20,7 +20,6 @@ from temporalio.service import RPCError
 from passhat.contracts import (
     RUN_CANCELLED,
     RUN_RUNNING,
-    TASK_QUEUE,
     TRIAL_NOT_EVALUABLE,
     TRIAL_RUNNING,
     RunConfig,
@@ -41,7 +40,7 @@ async def start_run(
     client: Client,
     store,  # noqa: ANN001
     config: RunConfig,
-    task_queue: str = TASK_QUEUE,
+    task_queue: str | None = None,
     *,
     resume: bool = False,
 ) -> WorkflowHandle:
@@ -49,7 +48,8 @@ async def start_run(
     was used before attaches to that run (same configuration) or is refused by the store
     (different configuration); `resume` starts a closed run's workflow again, and the
     trials already scored return at once. If the workflow cannot be started, the run
-    record this call created is removed again, so nothing half-written is left behind."""
+    record this call created is removed again, so nothing half-written is left behind.
+    The run goes to the task queue of its plugin set unless `task_queue` says another."""
     # Imported here: the workflow modules load the activities and what they use, which
     # the commands that only read a run's status must not wait for.
     from passhat.workflows.run import RunRequest, RunWorkflow
@@ -67,7 +67,7 @@ async def start_run(
             RunWorkflow.run,
             RunRequest(config=config),
             id=config.run_id,
-            task_queue=task_queue,
+            task_queue=task_queue or config.task_queue(),
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE
             if resume
             else WorkflowIDReusePolicy.REJECT_DUPLICATE,
@@ -302,10 +302,12 @@ async def _workflow_exists(client: Client, workflow_id: str) -> bool:
     return True
 
 
-async def workflow_status(client: Client, run_id: str) -> tuple[str, str | None] | None:
+async def workflow_status(client: Client, run_id: str, plugins: list[str] | None = None
+                          ) -> tuple[str, str | None] | None:
     """The run workflow's state (lower case, bare: "running", "completed", ...) and what
     a user should know about it: for a running one with no worker to execute it, that
-    it waits and how to serve it. None when Temporal has no such workflow."""
+    it waits and how to serve it (with the run's `plugins`: a worker without them does
+    not poll its queue). None when Temporal has no such workflow."""
     try:
         desc = await client.get_workflow_handle(run_id).describe()
     except Exception:
@@ -313,8 +315,9 @@ async def workflow_status(client: Client, run_id: str) -> tuple[str, str | None]
     status = desc.status
     name = status.name.lower() if isinstance(status, WorkflowExecutionStatus) else str(status)
     if status == WorkflowExecutionStatus.RUNNING and not await has_live_worker(client, desc.task_queue):
+        worker = " ".join(["passhat worker", *(f"--plugin {p}" for p in plugins or [])])
         return name, (f"no worker has polled task queue {desc.task_queue!r} for "
-                      f"{POLLER_FRESH_S // 60:g} minutes: start one with `passhat worker`, or serve "
+                      f"{POLLER_FRESH_S // 60:g} minutes: start one with `{worker}`, or serve "
                       f"the run from this shell with `passhat resume {run_id}`")
     return name, None
 

@@ -17,7 +17,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from passhat.activities.conversation import ConversationActivities
 from passhat.activities.results import ResultActivities
-from passhat.contracts import TASK_QUEUE, ProviderLimit, provider_task_queue
+from passhat.contracts import ProviderLimit, plugin_task_queue, provider_task_queue
 from passhat.infra.store import Store
 from passhat.workflows.run import RunWorkflow
 from passhat.workflows.task import TaskWorkflow
@@ -84,10 +84,15 @@ def build_worker(
     client: Client,
     store: Store,
     *,
-    task_queue: str = TASK_QUEUE,
+    task_queue: str | None = None,
     max_concurrent_activities: int = 64,
     provider_limits: dict[str, ProviderLimit] | None = None,
+    plugins: list[str] | None = None,
 ) -> WorkerGroup:
+    """The workers of one process: on `task_queue`, by default the queue of the runs
+    that need exactly `plugins` (which the caller has imported), and on the capped
+    providers' queues of those runs."""
+    task_queue = task_queue or plugin_task_queue(plugins or [])
     conversation = ConversationActivities(store)
     results = ResultActivities(store)
     # The event loop (model calls, Temporal's polls and heartbeats) needs the GIL for a
@@ -139,7 +144,7 @@ def build_worker(
             continue  # calls in flight are capped by the run workflow, on the run's queue
         workers.append(Worker(
             client,
-            task_queue=provider_task_queue(provider),
+            task_queue=provider_task_queue(provider, plugins),
             build_id=build,
             activities=model_calls,
             max_concurrent_activities=max_concurrent_activities,
@@ -152,26 +157,33 @@ def build_worker(
 
 
 async def serve(*, max_concurrent_activities: int, provider_limits: dict[str, ProviderLimit],
-                announce: bool = False) -> None:
-    """Run one worker process's workers until cancelled."""
+                announce: bool = False, plugins: list[str] | None = None) -> None:
+    """Run one worker process's workers until cancelled. `plugins` are imported first
+    (a forked worker has them already); the worker serves the runs that need them."""
+    from passhat.domains.plugins import load_plugins
     from passhat.infra.temporal_server import connect
 
+    load_plugins(plugins or [])
     client = await connect()
     group = build_worker(client, Store(), max_concurrent_activities=max_concurrent_activities,
-                         provider_limits=provider_limits)
+                         provider_limits=provider_limits, plugins=plugins)
     if announce:
-        queues = [TASK_QUEUE, *(provider_task_queue(p) for p in sorted(provider_limits))]
+        queues = [plugin_task_queue(plugins or []),
+                  *(provider_task_queue(p, plugins) for p in sorted(provider_limits))]
         print(f"passhat worker polling task queue(s) {', '.join(queues)}", file=sys.stderr)
     await group.run()
 
 
-def preload(domains: list[str]) -> None:
+def preload(domains: list[str], plugins: list[str] | None = None) -> None:
     """Load, in this process, what every worker needs before its first activity: the
-    model client, tau2, and the domains' data (so forked workers share it)."""
+    plugins, the model client, tau2, and the domains' data (so forked workers share
+    it). A plugin that fails to import raises PluginError."""
+    from passhat.domains.plugins import load_plugins
     from passhat.domains.registry import get_domain
     from passhat.domains.tau2_domain import import_tau2
     from passhat.infra import llm
 
+    load_plugins(plugins or [])
     llm.load_client_modules()
     import_tau2()
     for name in domains:

@@ -83,7 +83,7 @@ CASES: list[Case] = [
     Case("demo-no-trials", ("demo", "--trials", "0"), "--trials must be at least 1, got 0"),
     # -- what to run -----------------------------------------------------------------------
     Case("unknown-domain", ("run", "--domain", "nosuchdomain", *AGENTS, "--run-id", "unknown-domain"),
-         "Unknown domain 'nosuchdomain'; known domains: airline, retail, telecom, mock"),
+         "Unknown domain 'nosuchdomain'; known domains: airline, retail, telecom, mock, telecom-workflow"),
     run("--task", "9999", run_id="unknown-task",
         error="unknown task id(s) for domain airline: 9999 (see `passhat tasks airline`)"),
     run("--trials", "0", run_id="trials-zero", error="--trials must be at least 1, got 0"),

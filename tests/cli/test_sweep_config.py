@@ -117,8 +117,9 @@ BAD = [
     ("toml-syntax", 'domains = ["airline"]\ntrials = \n', "line 2, column 10: invalid TOML: Invalid value"),
     ("toml-unclosed", 'domains = ["airline"\n', "end of file: invalid TOML:"),
     ("unknown-key", "k = 4\n" + BASE,
-     "k: unknown key; known keys: agents, concurrency, domains, lenient_tool_args, max_attempts, "
-     "max_concurrent, max_cost, max_errors, max_steps, model_timeout, rate_limits, retry_for, run_id, seed, task_file, tasks, trials, user"),
+     "k: unknown key; known keys: " + ", ".join(sorted(sweep_config.file_keys()))),
+    ("plugin-not-importable", 'plugins = ["no_such_plugin"]\n' + BASE,
+     "plugins: plugin no_such_plugin failed to import: ModuleNotFoundError: No module named 'no_such_plugin'"),
     ("max-concurrent-zero", 'max_concurrent = { openai = 0 }\n' + BASE,
      "max_concurrent.openai: must be an integer of at least 1, got 0"),
     ("rate-limit-not-a-rate", 'rate_limits = { openai = "fast" }\n' + BASE,

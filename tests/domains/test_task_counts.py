@@ -3,7 +3,7 @@ counts are tau2's own."""
 
 from __future__ import annotations
 
-from passhat.domains.tau2_domain import TAU2_DOMAINS, tau2_task_count
+from passhat.domains.tau2_catalog import TAU2_DOMAINS, tau2_task_count
 
 
 def test_task_counts_equal_tau2s():

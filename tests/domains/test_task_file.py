@@ -133,7 +133,7 @@ def test_domain_names_with_the_separator_are_refused():
 
 
 def test_task_files_need_a_tau2_domain(task_file):
-    with pytest.raises(UnknownDomainError, match="task files work with tau2's domains"):
+    with pytest.raises(UnknownDomainError, match="Unknown domain 'nosuch'"):
         get_domain(f"nosuch@{task_file}")
 
 

@@ -1,0 +1,116 @@
+"""`passhat domains check`: does each task's evaluation hold up, before a run pays for it?
+
+For every task, offline, three conversations are played the way the scripted oracle
+plays them (its gold actions in order, each by its requestor, then the information the
+task says must be communicated, then the user stops) and scored by the domain:
+
+- the oracle's conversation must score 1.0, else the gold actions do not solve the
+  task (a typo in an argument, an action the tools refuse, an unmet assertion);
+- without the last gold action that changes the database, it must not score 1.0;
+- with nothing communicated, it must not score 1.0 when the task has information to
+  communicate; a task that changes nothing must not score 1.0 when the agent does
+  nothing and says nothing.
+
+A conversation that still scores 1.0 in those cases is an evaluation that cannot fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from passhat.contracts import STOP_TOKEN, GoldAction, Message, TaskInfo, ToolCall, is_success
+from passhat.domains.base import Domain
+from passhat.domains.plugins import last_line
+
+NOTHING_SAID = "Your request has been handled."
+
+
+@dataclass
+class TaskCheck:
+    task_id: str
+    findings: list[str] = field(default_factory=list)
+
+
+def check_domain(domain: Domain, task_ids: list[str] | None = None) -> list[TaskCheck]:
+    return [check_task(domain, task_id) for task_id in task_ids or domain.task_ids()]
+
+
+def check_task(domain: Domain, task_id: str) -> TaskCheck:
+    task = domain.task(task_id)
+    result = TaskCheck(task_id)
+    session = f"check-{task_id}"
+    try:
+        full = _score(domain, task, task.gold_actions, _said(task), f"{session}-gold")
+    except ScoringFailed as err:
+        result.findings.append(f"scoring its gold actions raised {err}")
+        return result
+    if not is_success(full):
+        result.findings.append(f"its gold actions score {full:g}, not 1.0")
+    writes = _state_changing(domain, task)
+    if writes:
+        last = writes[-1]
+        without = [a for i, a in enumerate(task.gold_actions) if i != last]
+        try:
+            reward = _score(domain, task, without, _said(task), f"{session}-drop")
+        except ScoringFailed:
+            reward = 0.0  # the evaluation does fail without it
+        if is_success(reward):
+            name = task.gold_actions[last].name
+            result.findings.append(
+                f"still scores 1.0 without its last state-changing gold action ({name})")
+    # Saying nothing may rightly score 1.0 when the task has nothing to communicate and
+    # changes the state: the state is what is checked. A task that changes nothing must
+    # at least fail an agent that does nothing and says nothing.
+    if is_success(full) and (task.communicate_info or not writes):
+        actions = task.gold_actions if writes else []
+        try:
+            reward = _score(domain, task, actions, NOTHING_SAID, f"{session}-mute")
+        except ScoringFailed:
+            reward = 0.0
+        if is_success(reward):
+            result.findings.append("still scores 1.0 when the agent communicates nothing")
+    return result
+
+
+def _said(task: TaskInfo) -> str:
+    info = " ".join(task.communicate_info)
+    return f"Here is what you need to know: {info}" if info else NOTHING_SAID
+
+
+def _conversation(domain: Domain, task: TaskInfo, actions: list[GoldAction], said: str,
+                  session: str) -> list[Message]:
+    """The oracle's conversation: the request, each action run by its requestor, the
+    agent's closing words, the user's stop."""
+    messages = [*task.initial_messages,
+                Message(role="user", content=task.reason_for_call or task.user_scenario)]
+    for i, action in enumerate(actions):
+        call = ToolCall(id=f"gold-{i}", name=action.name, arguments=action.arguments,
+                        requestor=action.requestor)
+        messages.append(Message(role=action.requestor, tool_calls=[call]))
+        messages += domain.execute(task.id, messages, [call], session=session)
+    messages.append(Message(role="assistant", content=said))
+    messages.append(Message(role="user", content=STOP_TOKEN))
+    return messages
+
+
+def _score(domain: Domain, task: TaskInfo, actions: list[GoldAction], said: str, session: str) -> float:
+    """The reward; a scoring that raises (tau2's evaluator raises when an environment
+    assertion's own function fails) is a reward of 0 with the error said."""
+    try:
+        return domain.score(task.id, _conversation(domain, task, actions, said, session), "user_stop").reward
+    except Exception as err:  # noqa: BLE001 - the domain's code: reported, not fatal
+        raise ScoringFailed(last_line(err)) from err
+
+
+class ScoringFailed(Exception):
+    pass
+
+
+def _state_changing(domain: Domain, task: TaskInfo) -> list[int]:
+    """Indexes of the gold actions that change the state: tau2's write tools where the
+    domain says (its ToolKit's tool types), else every gold action."""
+    kinds = getattr(domain, "tool_kinds", None)
+    if kinds is None:
+        return list(range(len(task.gold_actions)))
+    known = kinds()
+    return [i for i, a in enumerate(task.gold_actions) if known.get(a.name, "write") == "write"]

@@ -1,0 +1,108 @@
+"""Plugins: `--plugin MODULE` imports the user's module (which registers domains), the
+run records it, and only workers that imported the same plugins take the run's work
+(the run's task queue is its plugin set's own). A plugin that fails to import is one
+line, with nothing recorded.
+
+The plugins are modules in tests/plugin_modules, put on PYTHONPATH as a user would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+
+from passhat.contracts import TASK_QUEUE, plugin_task_queue
+from passhat.domains import plugins as plugin_loading
+from passhat.infra.store import Store
+from passhat.infra.temporal_server import connect
+from passhat.testing.harness import Passhat, stopping_workers, until
+
+MODULES = Path(__file__).parents[1] / "plugin_modules"
+RUN = ("--domain", "plugged", "--task", "create_task_1", "--task", "update_task_1",
+       "--agent-model", "scripted/oracle", "--user-model", "scripted/oracle", "--trials", "2")
+
+
+@pytest.fixture
+def ph(temporal_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(MODULES))
+    yield from stopping_workers(Passhat(tmp_path / "home", temporal_server.address))
+
+
+def one_error_line(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def test_a_plugin_that_does_not_import_is_one_line_and_nothing_is_recorded(ph):
+    line = one_error_line(ph.cli("run", "--plugin", "broken_plugin", *RUN))
+    # The module and the last line of its error (the message has two lines).
+    assert line == "error: plugin broken_plugin failed to import: RuntimeError: set PHARMACY_URL first"
+    line = one_error_line(ph.cli("run", "--plugin", "no_such_plugin", *RUN))
+    assert "plugin no_such_plugin failed to import: ModuleNotFoundError: No module named 'no_such_plugin'" in line
+    assert Store(ph.db_url).list_runs() == []
+    # A worker says which module and which worker, and serves nothing.
+    worker = ph.start_worker("--plugin", "no_such_plugin")
+    worker.proc.wait(120)
+    assert worker.proc.returncode == 2
+    assert "plugin no_such_plugin failed to import" in worker.output()
+    assert f"pid {worker.pid}" in worker.output()
+
+
+def test_a_run_is_served_only_by_workers_with_its_plugins(ph):
+    async def check() -> None:
+        plain = ph.start_worker()
+        await plain.ready()
+        started = ph.cli("run", "--plugin", "plugged_mock", *RUN, "--run-id", "plugged-1", "--detach")
+        assert started.returncode == 0, started.stderr
+        assert "passhat worker --plugin plugged_mock" in started.stderr
+        config = Store(ph.db_url).get_run("plugged-1").run_config()
+        assert config.plugins == ["plugged_mock"]
+        queue = plugin_task_queue(["plugged_mock"])
+        client = await connect(ph.temporal_address)
+        assert (await client.get_workflow_handle("plugged-1").describe()).task_queue == queue
+        # The plain worker polls its own queue, never the run's: status says what to start.
+        status = ph.cli("status", "plugged-1")
+        assert f"no worker has polled task queue '{queue}'" in status.stdout, status.stdout
+        assert "`passhat worker --plugin plugged_mock`" in status.stdout
+        with_plugin = ph.start_worker("--plugin", "plugged_mock")
+        await with_plugin.ready()
+        assert queue in with_plugin.output()
+        store = Store(ph.db_url)
+        await until(lambda: store.get_run("plugged-1").status == "completed", "the run to complete", 240)
+        rewards = [t.reward for t in store.trials("plugged-1")]
+        assert rewards == [1.0] * 4, rewards
+        # Every activity of every workflow of the run ran on the worker with the plugin.
+        identities = set()
+        async for wf in client.list_workflows("PasshatRun = 'plugged-1'"):
+            history = await client.get_workflow_handle(wf.id).fetch_history()
+            identities |= {e.activity_task_started_event_attributes.identity for e in history.events
+                           if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED}
+        assert identities and all(i.startswith(f"{with_plugin.pid}@") for i in identities), identities
+
+    asyncio.run(check())
+
+
+def test_forked_workers_of_a_run_have_its_plugins(ph):
+    result = ph.cli("run", "--plugin", "plugged_mock", *RUN, "--workers", "2", "--run-id", "forked",
+                    timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert [t.reward for t in Store(ph.db_url).trials("forked")] == [1.0] * 4
+
+
+def test_entry_points_are_plugins_and_the_queue_is_the_set(tmp_path, monkeypatch):
+    dist = tmp_path / "passhat_example_plugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: passhat-example-plugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[passhat.plugins]\nexample = plugged_mock\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert plugin_loading.entry_point_plugins() == ["plugged_mock"]
+    assert plugin_loading.run_plugins(["b", "a", "b"]) == ["a", "b", "plugged_mock"]
+    assert plugin_task_queue([]) == TASK_QUEUE
+    assert plugin_task_queue(["a", "b"]) == plugin_task_queue(["b", "a"]) != plugin_task_queue(["a"])
