@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 # typer vendors click (pinned in pyproject); these are the errors its parser raises.
-from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
 from passhat.cli.run_options import UserInputError
@@ -40,30 +40,40 @@ def one_line_errors(command: Callable) -> Callable:
 
     @functools.wraps(command)
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        # Imported when a command runs: the Temporal SDK and the store are slow to load.
-        from passhat.domains.base import DomainLoadError
-        from passhat.domains.plugins import PluginError
-        from passhat.results.records import ResultsError
-        from passhat.workflows.client import BudgetChangeRefused, RunEnded
-        from passhat.domains.task_file import TaskFileError
-        from passhat.infra.store import ConfigMismatchError, StoreError
-        from passhat.infra.temporal_server import TemporalServerError, TemporalUnreachable
-
         try:
             return command(*args, **kwargs)
-        except TemporalServerError as err:
-            fail(str(err))  # multi-line on purpose: it ends with the server's log excerpt
-        except (UserInputError, PluginError, DomainLoadError, ResultsError, BudgetChangeRefused,
-                ConfigMismatchError, StoreError, TemporalUnreachable, TaskFileError) as err:
-            # One line: database drivers (psycopg) wrap and indent their messages.
-            fail(" ".join(str(err).split()))
-        except RunEnded as err:
-            # Not bad input: the run was cancelled (from another shell) or terminated.
-            fail(str(err), RUN_ENDED_EXIT)
         except KeyboardInterrupt:
             fail("interrupted: the run goes on in Temporal; `passhat status RUN` shows it", 130)
+        except Exception as err:  # noqa: BLE001 - sorted below; the rest propagates
+            _fail_if_known(err)
+            raise
 
     return guarded
+
+
+def _fail_if_known(err: Exception) -> None:
+    """One clear line and its exit code for a failure passhat expects; nothing for
+    others. The error classes are imported only once something failed: their modules
+    (the Temporal SDK, the store) are slow to load, and `passhat domains` needs neither."""
+    if isinstance(err, (typer.Exit, typer.Abort, ClickException)):
+        return  # how a command ends on purpose
+    from passhat.domains.base import DomainLoadError
+    from passhat.domains.plugins import PluginError
+    from passhat.domains.task_file import TaskFileError
+    from passhat.infra.store import ConfigMismatchError, StoreError
+    from passhat.infra.temporal_server import TemporalServerError, TemporalUnreachable
+    from passhat.results.records import ResultsError
+    from passhat.workflows.client import BudgetChangeRefused, RunEnded
+
+    if isinstance(err, TemporalServerError):
+        fail(str(err))  # multi-line on purpose: it ends with the server's log excerpt
+    if isinstance(err, (UserInputError, PluginError, DomainLoadError, ResultsError, BudgetChangeRefused,
+                        ConfigMismatchError, StoreError, TemporalUnreachable, TaskFileError)):
+        # One line: database drivers (psycopg) wrap and indent their messages.
+        fail(" ".join(str(err).split()))
+    if isinstance(err, RunEnded):
+        # Not bad input: the run was cancelled (from another shell) or terminated.
+        fail(str(err), RUN_ENDED_EXIT)
 
 
 def open_store():  # noqa: ANN201 - a passhat.infra.store.Store
