@@ -31,6 +31,7 @@ LOCAL_STEPS_PATCH = "local-steps"
 # run when it ends: the run may have continued as new since it started the trial, and a
 # new execution learns of the ends of trials it did not start only this way.
 TRIAL_ENDED_SIGNAL = "trial_ended"
+REPORT_TO_MEMO = "report_to"
 
 
 class TrialEnded(BaseModel):
@@ -92,9 +93,11 @@ class Turns:
 @workflow.defn
 class TrialWorkflow:
     @workflow.run
-    async def run(self, spec: TrialSpec, report_to: str | None = None) -> TrialOutcome:
-        """report_to: the id of the run workflow to signal once the trial has ended (a
-        trial of a task workflow, as started before the sliding window, has none)."""
+    async def run(self, spec: TrialSpec) -> TrialOutcome:
+        # The id of the run workflow to signal once the trial has ended, in the memo it
+        # was started with (the input stays the TrialSpec that recorded histories hold).
+        # A trial of a task workflow, as started before the sliding window, has none.
+        report_to = workflow.memo_value(REPORT_TO_MEMO, None, type_hint=str)
         outcome = await self._run(spec)
         # Shown in the UI: the outcome as a search attribute, reward and reason as memo.
         label = outcome.label

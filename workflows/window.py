@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from passhat.contracts import RunConfig, TaskUnit, TrialSpec
     from passhat.workflows.activity_options import bookkeeping
     from passhat.workflows.task import trial_search_attributes
-    from passhat.workflows.trial import TrialEnded, TrialWorkflow
+    from passhat.workflows.trial import REPORT_TO_MEMO, TrialEnded, TrialWorkflow
 
 # Trials started per execution: each adds about 6 events to the run's history (start,
 # started, signal, end, and its share of workflow tasks), so ~6k events an execution.
@@ -120,8 +120,9 @@ class TrialWindow:
     async def _trial(self, spec: TrialSpec) -> None:
         handle = await workflow.start_child_workflow(
             TrialWorkflow.run,
-            args=[spec, self.run_workflow_id],
+            spec,
             id=spec.trial_id,
+            memo={REPORT_TO_MEMO: self.run_workflow_id},
             search_attributes=trial_search_attributes(spec),
             static_summary=f"{spec.agent_model} on {spec.domain} task {spec.task_id}, trial {spec.trial_index}",
             # It runs on when this execution continues as new, and reports to the next.
