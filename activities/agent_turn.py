@@ -15,6 +15,7 @@ conversation as tau2 ends it: agent_error, reward 0, with its class and message.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -41,14 +42,34 @@ from passhat.domains.tau2_agents import (
 from passhat.infra import llm, secrets
 
 
+class TurnCancelled(BaseException):
+    """Raised in the agent's thread at its model call once the turn's activity was
+    cancelled. A BaseException, so an agent's `except Exception` does not take it for a
+    model error and go on."""
+
+
 @dataclass
 class _TurnCalls:
-    """The model calls of one turn, made from the agent's thread on the activity's loop."""
+    """The model calls of one turn, made from the agent's thread on the activity's loop.
+
+    The agent's thread cannot be stopped from outside, so cancelling the activity leaves
+    it running; cancel() closes the call it waits on and refuses any further one, so the
+    thread ends at its next model call and nothing is paid for after a cancel."""
 
     ref: StepRef
     loop: asyncio.AbstractEventLoop
     replies: list[llm.ModelReply] = field(default_factory=list)
     error: llm.ModelCallError | None = None
+    cancelled: bool = False
+    _in_flight: concurrent.futures.Future | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            in_flight = self._in_flight
+        if in_flight is not None:
+            in_flight.cancel()  # cancels the call's task on the loop: its HTTP request closes
 
     def generate(self, model: str, messages: list[Any], tools: list[Any] | None,
                  tool_choice: str | None, kwargs: dict[str, Any]) -> Any:
@@ -62,11 +83,20 @@ class _TurnCalls:
             tools=[t.openai_schema for t in tools] if tools else None,
             model_args=args, seed=None, tool_choice=tool_choice,
         )
+        with self._lock:
+            if self.cancelled:
+                call.close()
+                raise TurnCancelled("the turn was cancelled")
+            future = self._in_flight = asyncio.run_coroutine_threadsafe(call, self.loop)
         try:
-            reply = asyncio.run_coroutine_threadsafe(call, self.loop).result()
+            reply = future.result()
+        except concurrent.futures.CancelledError:
+            raise TurnCancelled("the turn was cancelled") from None
         except llm.ModelCallError as err:
             self.error = self.error or err  # decides the turn, whatever the agent does with it
             raise
+        finally:
+            self._in_flight = None
         self.replies.append(reply)
         usage = {"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens}
         return to_tau2_reply(reply.message, cost=reply.cost, usage=usage)
@@ -136,6 +166,9 @@ async def agent_turn(activities: Any, ref: StepRef) -> StepResult:
     calls = _TurnCalls(ref, asyncio.get_running_loop())
     try:
         turn = await heartbeat.around(asyncio.to_thread(_run_turn, spec, rows, calls))
+    except asyncio.CancelledError:
+        calls.cancel()  # the thread runs on: end its model call, and refuse further ones
+        raise
     except AgentSetupError as err:  # the agent cannot be run here: not the agent's failure
         raise ApplicationError(str(err), type="AgentSetupError", non_retryable=True) from None
     err = calls.error
@@ -151,13 +184,13 @@ async def agent_turn(activities: Any, ref: StepRef) -> StepResult:
     }
     if err is not None:  # the model's own failure (its context overflowed, ...)
         return await activities._record_paid(
-            ref, heartbeat, "assistant", [Message(role="assistant")],
+            ref, heartbeat, "assistant", [Message(role="assistant")], spec.trial_id,
             failure_class=err.error_class, failure=str(err), **paid)
     if turn.error is not None:
         message = secrets.redact(" ".join(str(turn.error).split()))[:1000]
         return await activities._record_paid(
-            ref, heartbeat, "assistant", [Message(role="assistant")],
+            ref, heartbeat, "assistant", [Message(role="assistant")], spec.trial_id,
             failure_class=type(turn.error).__name__,
             failure=f"agent {spec.agent!r} raised {type(turn.error).__name__}: {message}", **paid)
     return await activities._record_paid(
-        ref, heartbeat, "assistant", [turn.message], agent_state_json=turn.state_json, **paid)
+        ref, heartbeat, "assistant", [turn.message], spec.trial_id, agent_state_json=turn.state_json, **paid)

@@ -23,6 +23,13 @@ default /tmp/parity/report.txt): a table of outcome mismatches, the kinds of req
 differences with their counts, and for each conversation its first differing request
 as a unified diff of the JSON.
 
+A third group runs both with an agent of the user's own instead of tau2's LLM agent:
+`notes_agent` (tests/plugins/passhat_test_agents.py), an LLMAgent subclass with a state
+of its own that it writes into every request, registered with tau2's registry and run as
+`run_tasks(agent="notes_agent")` and `--agent notes_agent`; its tasks are those of the
+main selection on which the agent's side does something of its own
+(`test_custom_agent_conversations_match` checks that they occurred).
+
 `test_tau2_reference_exercises_every_rule` checks the harness itself: tau2 must show
 every intended behaviour (if it fails, the model or the selection is wrong, not passhat).
 Run: `bash /tmp/parity/run_parity.sh` or
@@ -39,6 +46,7 @@ import json
 import os
 import random
 import re
+import sys
 import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -74,10 +82,15 @@ class Group:
     name: str
     max_steps: int
     max_errors: int = MAX_ERRORS
+    agent: str = "llm_agent"  # a name in tau2's agent registry
 
 
 MAIN = Group("main", max_steps=30)
 ODD = Group("odd", max_steps=29)
+# An agent of the user's own, written to tau2's agent contract (an LLMAgent subclass with
+# a state of its own, which it writes into every request): tests/plugins/passhat_test_agents.py.
+CUSTOM = Group("agent", max_steps=30, agent="notes_agent")
+GROUPS = (MAIN, ODD, CUSTOM)
 
 
 def tau2_seeds(seed: int = BASE_SEED, trials: int = TRIALS) -> list[int]:
@@ -220,6 +233,36 @@ def select_odd(main: dict[str, list[str]], seeds: list[int]) -> dict[str, list[s
     return dict(out)
 
 
+# The behaviours in which the agent's side does something of its own.
+AGENT_BEHAVIOURS = frozenset({
+    "oracle", "oracle_batched", "text_and_tools", "wrong", "transfer", "oos", "bad_json_agent",
+    "unknown_tool", "errors_agent", "empty_agent", "endless",
+})
+
+
+def select_custom(main: dict[str, list[str]], seeds: list[int]) -> dict[str, list[str]]:
+    """Tasks for the custom agent's group, from the main selection: mock's initial
+    conversation (the agent's first state starts from it), then tasks until every agent
+    behaviour occurs and every domain has one."""
+    out: dict[str, list[str]] = defaultdict(list)
+    covered: set[str] = set()
+    for d, ts in main.items():
+        for t in ts:
+            got = {pm.behaviour_for(d, t, s) for s in seeds} & AGENT_BEHAVIOURS
+            if not out[d] or t == MOCK_HISTORY_TASK or got - covered:
+                out[d].append(t)
+                covered |= got
+    return dict(out)
+
+
+def import_custom_agent() -> None:
+    """Register the custom agent in this process (tau2's run and passhat's worker here)."""
+    plugins = str(Path(__file__).resolve().parent.parent / "plugins")
+    if plugins not in sys.path:
+        sys.path.insert(0, plugins)
+    import passhat_test_agents  # noqa: F401  (registers notes_agent)
+
+
 # --------------------------------------------------------------------------- runners
 
 
@@ -309,7 +352,7 @@ def run_tau2(group: Group, tasks: dict[str, list[str]], model: pm.ParityModel, r
             res = run_tasks(
                 domain=domain,
                 tasks=get_tasks(domain, task_split_name="base", task_ids=ids),
-                agent="llm_agent",
+                agent=group.agent,
                 user="user_simulator",
                 llm_agent=MODEL,
                 llm_args_agent=dict(args),
@@ -377,7 +420,7 @@ async def run_passhat(
                 domains=[domain], task_ids=ids, agent_models=[MODEL], user_model=MODEL,
                 trials=TRIALS, concurrency=8, agent_args=args, user_args=args,
                 max_steps=group.max_steps, max_errors=group.max_errors, max_attempts=2,
-                model_timeout=60.0,
+                model_timeout=60.0, **({"agent": group.agent} if group.agent != "llm_agent" else {}),
                 **({"judge_model": MODEL, "judge_args": args} if installed_rules().grades_nl_assertions else {}),
             ))
             for domain, ids in tasks.items()
@@ -617,6 +660,8 @@ def compare(tau2: RunnerResult, passhat: RunnerResult, seeds: list[int], example
     lines = [
         (f"PARITY REPORT: {len(convs)} conversations; {len(outcome_rows)} with different outcomes, "
          f"{len(strict)} with different request sequences"),
+        "  per group: " + ", ".join(
+            f"{g.name} ({g.agent}) {sum(c[0] == g.name for c in convs)}" for g in GROUPS),
     ]
     if passhat.seed_alias:
         lines.append("  NOTE: passhat's trial seeds are not tau2's; the model played each passhat trial as "
@@ -686,12 +731,13 @@ async def parity(temporal_server, tmp_path_factory) -> Parity:
     seeds = tau2_seeds()
     main = select_tasks(seeds)
     odd = select_odd(main, seeds)
-    selection = {MAIN.name: main, ODD.name: odd}
+    selection = {MAIN.name: main, ODD.name: odd, CUSTOM.name: select_custom(main, seeds)}
+    import_custom_agent()
     tau2, ours = RunnerResult(), RunnerResult()
     client = await connect(temporal_server.address)
     store = Store(f"sqlite:///{tmp_path_factory.mktemp('parity') / 'results.db'}")
     try:
-        for group in (MAIN, ODD):
+        for group in GROUPS:
             tasks = selection[group.name]
             if not tasks:
                 continue
@@ -815,3 +861,21 @@ async def test_outcomes_match(parity: Parity):
     if c.outcome_rows or parity.passhat.failures:
         pytest.fail(f"{len(c.outcome_rows)} conversations with different termination/reward\n\n" + c.report,
                     pytrace=False)
+
+
+async def test_custom_agent_conversations_match(parity: Parity):
+    """The custom agent's group was run by both runners, with the agent's own state in
+    every agent request, and its agent behaviours all occurred (the comparison itself is
+    in the two tests above, over every group)."""
+    convs = {c for c in parity.tau2.outcomes if c[0] == CUSTOM.name}
+    assert len(convs) >= 10 and convs == {c for c in parity.passhat.outcomes if c[0] == CUSTOM.name}
+    played = {_behaviour(c, parity.seeds) for c in convs}
+    assert AGENT_BEHAVIOURS <= played, AGENT_BEHAVIOURS - played
+    for runner in (parity.tau2, parity.passhat):
+        notes = [re.search(r"<notes>turn (\d+);", body["messages"][0]["content"] or "")
+                 for c, reqs in runner.requests.items() if c[0] == CUSTOM.name
+                 for body in reqs if side_of(body) == "agent"]
+        # every agent request carries the agent's state, which grows turn by turn
+        assert notes and all(notes) and max(int(m.group(1)) for m in notes) > 3
+    different = [c for c in parity.comparison.request_diffs if c[0] == CUSTOM.name]
+    assert not different, different

@@ -4,39 +4,33 @@ agent's failure, and resume continuing from the last recorded turn and state."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-import re
 
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from passhat.activities.conversation import ConversationActivities
+from passhat.contracts import AGENT_GREETING, Message, StepRef
 from passhat.testing.fault_server import FaultServer
-from passhat.testing.scripted_http import ScriptedResponder
+from passhat.testing.harness import until
+from passhat.testing.scripted_http import http_args
 from passhat.workflows.client import follow, start_run
-from tests.runs import http_config, run_to_end, worker_for
+from tests.plugins.notes_model import NotesOracle, is_notes_request, turn_of
+from tests.runs import config, http_config, run_to_end, worker_for
 
-SCRIPTED = ScriptedResponder(["airline"])
-
-
-def oracle(body: dict) -> dict:
-    """The scripted oracle, which knows tau2's prompt, answering the notes agent (whose
-    prompt is tau2's plus its notes): the notes are left out of what it reads."""
-    first = body["messages"][0]
-    content = re.sub(r"\n<notes>.*</notes>", "", first.get("content") or "", flags=re.S)
-    return SCRIPTED.answer({**body, "messages": [{**first, "content": content}, *body["messages"][1:]]})
+oracle = NotesOracle(["airline"]).answer
 
 
 def agent_requests(srv: FaultServer) -> list[dict]:
-    return [b for b in srv.requests if "<notes>" in json.dumps(b.get("messages", [])[:1])]
-
-
-def turns_of(body: dict) -> int:
-    system = body["messages"][0]["content"]
-    return int(system.split("<notes>turn ", 1)[1].split(";", 1)[0])
+    return [b for b in srv.requests if is_notes_request(b)]
 
 
 async def test_transient_errors_in_a_turn_are_retried_and_usage_recorded(client, sqlite_store):
     """Every third agent request fails with a 503: the turn is retried (the agent never
     sees the error) and the trial scores as an uninterrupted one would."""
     def faults(n: int, body: dict) -> str | None:
-        return "503" if "<notes>" in json.dumps(body["messages"][:1]) and n % 3 == 1 else None
+        return "503" if is_notes_request(body) and n % 3 == 1 else None
 
     with FaultServer(responder=oracle, faults=faults) as srv:
         cfg = http_config(srv, trials=1, task_ids=["1"], agent_models=["openai/oracle"], agent="notes_agent")
@@ -62,7 +56,7 @@ async def test_resume_continues_from_the_last_recorded_turn_and_state(client, sq
         seen = []
 
         def third_agent_request_fails(n: int, body: dict) -> str | None:
-            if "<notes>" in json.dumps(body["messages"][:1]):
+            if is_notes_request(body):
                 seen.append(body)
                 return "401" if len(seen) == 3 else None
             return None
@@ -83,7 +77,59 @@ async def test_resume_continues_from_the_last_recorded_turn_and_state(client, sq
         resumed = agent_requests(srv)[sent_before:]
     [trial] = sqlite_store.trials(cfg.run_id)
     assert (trial.status, trial.reward) == ("scored", 1.0)
-    assert turns_of(resumed[0]) == 3
-    assert [turns_of(b) for b in resumed] == list(range(3, 3 + len(resumed)))
+    assert turn_of(resumed[0]) == 3
+    assert [turn_of(b) for b in resumed] == list(range(3, 3 + len(resumed)))
     states = [s.agent_turn()["state"]["turns"] for s in sqlite_store.steps(trial.trial_id) if s.agent_state_json]
     assert states == list(range(1, len(states) + 1)) and len(states) > 2
+
+
+class SilentModel:
+    """A chat-completions endpoint that never answers: it counts the connections made to
+    it and notices when the client closes one."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.closed = 0
+        self._server: asyncio.AbstractServer | None = None
+
+    async def __aenter__(self) -> "SilentModel":
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc) -> None:  # noqa: ANN002
+        self._server.close()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.sockets[0].getsockname()[:2]
+        return f"http://{host}:{port}"
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        while await reader.read(65536):  # the request, then nothing until the client hangs up
+            pass
+        self.closed += 1
+        writer.close()
+
+
+async def test_a_cancelled_turn_closes_its_model_call(sqlite_store):
+    """The agent's thread cannot be stopped, but the model call it waits on can: a turn
+    whose activity is cancelled (a cancelled run) closes the HTTP call in flight and
+    records nothing."""
+    async with SilentModel() as model:
+        cfg = config(agent="notes_agent", agent_models=["openai/silent"], task_ids=["1"], trials=1,
+                     agent_args=json.dumps(http_args(model.url)))
+        spec = cfg.units()[0].trial(0)
+        sqlite_store.begin_trial(spec)
+        for step, role, text in ((0, "assistant", AGENT_GREETING), (1, "user", "I need to change my flight.")):
+            sqlite_store.record_step(spec.trial_id, spec.run_id, step, role, [Message(role=role, content=text)])
+        env = ActivityEnvironment()
+        turn = asyncio.ensure_future(
+            env.run(ConversationActivities(sqlite_store).agent_turn, StepRef(trial=spec, step=2)))
+        await until(lambda: model.connections, "the agent's model call", 120)
+        env.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(turn, 30)
+        await until(lambda: model.closed, "the model call's connection closed", 30)
+        assert model.connections == 1
+    assert [s.step for s in sqlite_store.steps(spec.trial_id)] == [0, 1]
