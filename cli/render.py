@@ -215,8 +215,19 @@ def _outcome_words(trial) -> str:  # noqa: ANN001 - a TrialRow
     return f"outcome [bold]{label}[/] ({why})"
 
 
-def transcript(trial, steps, console: Console) -> None:  # noqa: ANN001
-    """A trial's conversation: messages, tool calls and results, then the score."""
+def judge_json(step) -> dict | None:  # noqa: ANN001 - a StepRow or None
+    """The NL-assertion judge's step of a trial (tau2 1.0.x), or None when it had none."""
+    if step is None:
+        return None
+    replies = step.message_list()
+    return {"model": step.model, "reply": replies[-1].content if replies else None,
+            "tokens": {"input": step.input_tokens, "output": step.output_tokens}, "cost": step.cost,
+            "failure_class": step.failure_class, "failure": step.failure}
+
+
+def transcript(trial, steps, console: Console, judge=None) -> None:  # noqa: ANN001
+    """A trial's conversation: messages, tool calls and results, the NL-assertion
+    judge's step when it had one (tau2 1.0.x), then the score."""
     console.print(
         f"[bold]{trial.trial_id}[/]\n"
         f"agent {trial.agent_model}, user {trial.user_model}, domain {trial.domain}, "
@@ -242,6 +253,13 @@ def transcript(trial, steps, console: Console) -> None:  # noqa: ANN001
                 style = "red" if m.error else ""
                 text = escape(m.content or "(empty)")
                 console.print(f"[dim]{step.step:>3}[/] [bold]{who}[/]: [{style}]{text}[/]" if style else f"[dim]{step.step:>3}[/] [bold]{who}[/]: {text}", highlight=False)
+    if judge is not None:
+        view = judge_json(judge)
+        console.print(f"[bold]judge[/] {escape(view['model'] or '')}: tokens {view['tokens']['input']} in / "
+                      f"{view['tokens']['output']} out, cost ${view['cost']:.4f}", highlight=False)
+        if view["failure_class"]:
+            console.print(f"[red]{escape(error_words(view['failure_class'], view['failure']))}[/]", highlight=False)
+        console.print(escape(view["reply"] or "(empty)"), highlight=False)
     info = trial.reward_info()
     if info:
         console.print("[bold]score[/]", highlight=False)

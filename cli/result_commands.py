@@ -245,14 +245,18 @@ def show(
     output: str = typer.Option("table", "--output", "-o", help="table (the transcript) or json (one object, as a line of `export --format jsonl`)."),
 ) -> None:
     """Print a trial's transcript: messages, tool calls and results, the score breakdown."""
-    from passhat.cli.render import transcript
+    from passhat.cli.render import judge_json, transcript
 
     check_output(output)
     store = open_store()
     trial = store.get_trial(trial_id)
     if trial is None:
         fail(f"no trial '{trial_id}'; `passhat trials RUN` lists a run's trial ids")
+    from passhat.domains.nl_judge import judge_key
+
     steps = store.steps(trial_id)
+    # tau2 1.0.x's NL-assertion judge: a model call of its own, kept beside the conversation.
+    judge = store.get_step(judge_key(trial_id), 0)
     if trial.status in (TRIAL_RUNNING, TRIAL_CANCELLED):
         # A trial's row gets its totals when it ends; until then its steps hold them.
         trial = trial.model_copy(update={
@@ -262,9 +266,10 @@ def show(
         from passhat.results.jsonl import jsonl_line
 
         print(json.dumps({**jsonl_line(trial.run_id, trial, steps),
-                          "attempts": trial.attempts, "n_steps": trial.n_steps}))
+                          "attempts": trial.attempts, "n_steps": trial.n_steps,
+                          "judge": judge_json(judge)}))
         return
-    transcript(trial, steps, out_console)
+    transcript(trial, steps, out_console, judge=judge)
 
 
 @one_line_errors
