@@ -13,9 +13,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from passhat.cli import plots
-from passhat.cli.render import error_words, trial_links
+from passhat.cli.render import error_words, leaderboard_line, trial_links
 from passhat.contracts import DEFAULT_AGENT, Message, outcome_label, trial_workflow_id
-from passhat.results.report import MISSING, REWARD_PARTS, GroupReport, Report, RunReport
+from passhat.results.report import ACROSS_VERSIONS_NOTE, MISSING, REWARD_PARTS, GroupReport, Report, RunReport
 
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;padding:0 16px;color:#222}
@@ -119,12 +119,15 @@ def render(report: Report, trials: dict[str, list[TrialView]]) -> str:
 
 def _status(report: Report) -> str:
     out = ['<section id="status">']
+    if report.across_tau2_versions:
+        out.append(f'<p class="departs">{_e(ACROSS_VERSIONS_NOTE)}</p>')
     for run in report.runs:
         c = run.completeness
         # The note says PARTIAL itself; green only for a run that measured every trial.
         cls = "complete" if c.complete else "partial"
         out.append(f'<p class="{cls}">{_e(run.run_id)}{" (imported)" if run.imported else ""}: '
                    f"{_e(c.note)}</p>")
+        out.append(f'<p class="tau2">{_e(run.run_id)}: {_e(run.tau2())}</p>')
         if run.agent != DEFAULT_AGENT:
             out.append(f'<p class="agent">{_e(run.run_id)} agent: {_e(run.agent)}</p>')
         if run.departures:
@@ -155,8 +158,19 @@ def _summary(report: Report) -> str:
         '<section id="summary"><h2>Results</h2><table><tr><th class="l">agent model</th>'
         '<th class="l">user model</th><th class="l">domain</th><th>tasks</th><th>trials</th>'
         "<th>evaluable</th><th>not evaluable</th><th>unfinished</th><th>avg reward</th>"
-        f"{head}<th>pass@k (largest k)</th><th>USD / trial</th><th>tokens in / out per trial</th></tr>{''.join(rows)}</table></section>"
+        f"{head}<th>pass@k (largest k)</th><th>USD / trial</th><th>tokens in / out per trial</th></tr>{''.join(rows)}</table>"
+        f"{_leaderboard(report)}</section>"
     )
+
+
+def _leaderboard(report: Report) -> str:
+    """pass^k as the leaderboard counts it, for the groups with trials not evaluable."""
+    lines = [f'<li>{_e(report.label(g))} on {_e(g.domain)}: {_e(leaderboard_line(g))}</li>'
+             for g in report.groups() if leaderboard_line(g)]
+    if not lines:
+        return ""
+    return ('<p class="departs">pass^k above leaves not-evaluable trials out; the public '
+            f"leaderboard counts them as failures:</p><ul>{''.join(lines)}</ul>")
 
 
 def _charts(report: Report) -> str:

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from passhat.contracts import DEFAULT_AGENT, TRIAL_NOT_EVALUABLE, RunSummary, outcome_label
 from passhat.results.jsonl import jsonl_line
+from passhat.results.report import ACROSS_VERSIONS_NOTE
 
 
 def summary_json(summary: RunSummary) -> str:
@@ -21,7 +22,12 @@ def summary_table(summary: RunSummary) -> Table:
     title = f"passhat run {summary.run_id}"
     if summary.departures:
         title += "\nDEPARTS FROM tau2: " + "; ".join(summary.departures)
-    table = Table(title=title)
+    lost = [f"{r.agent_model} on {r.domain}: " + ", ".join(
+                f"pass^{k} {v:.3f}" for k, v in sorted(r.pass_hat_k_leaderboard.items(), key=lambda kv: int(kv[0])))
+            for r in summary.results if r.pass_hat_k_leaderboard is not None]
+    caption = ("pass^k leaves not-evaluable trials out; as the leaderboard counts them "
+               "(failures): " + "; ".join(lost)) if lost else None
+    table = Table(title=title, caption=caption)
     for col in ("agent model", "user model", "domain", "tasks", "trials", "evaluable", "avg reward"):
         table.add_column(col, justify="right" if col in ("tasks", "trials", "evaluable", "avg reward") else "left")
     for k in ks:
@@ -209,8 +215,19 @@ def _outcome_words(trial) -> str:  # noqa: ANN001 - a TrialRow
     return f"outcome [bold]{label}[/] ({why})"
 
 
-def transcript(trial, steps, console: Console) -> None:  # noqa: ANN001
-    """A trial's conversation: messages, tool calls and results, then the score."""
+def judge_json(step) -> dict | None:  # noqa: ANN001 - a StepRow or None
+    """The NL-assertion judge's step of a trial (tau2 1.0.x), or None when it had none."""
+    if step is None:
+        return None
+    replies = step.message_list()
+    return {"model": step.model, "reply": replies[-1].content if replies else None,
+            "tokens": {"input": step.input_tokens, "output": step.output_tokens}, "cost": step.cost,
+            "failure_class": step.failure_class, "failure": step.failure}
+
+
+def transcript(trial, steps, console: Console, judge=None) -> None:  # noqa: ANN001
+    """A trial's conversation: messages, tool calls and results, the NL-assertion
+    judge's step when it had one (tau2 1.0.x), then the score."""
     console.print(
         f"[bold]{trial.trial_id}[/]\n"
         f"agent {trial.agent_model}, user {trial.user_model}, domain {trial.domain}, "
@@ -236,6 +253,13 @@ def transcript(trial, steps, console: Console) -> None:  # noqa: ANN001
                 style = "red" if m.error else ""
                 text = escape(m.content or "(empty)")
                 console.print(f"[dim]{step.step:>3}[/] [bold]{who}[/]: [{style}]{text}[/]" if style else f"[dim]{step.step:>3}[/] [bold]{who}[/]: {text}", highlight=False)
+    if judge is not None:
+        view = judge_json(judge)
+        console.print(f"[bold]judge[/] {escape(view['model'] or '')}: tokens {view['tokens']['input']} in / "
+                      f"{view['tokens']['output']} out, cost ${view['cost']:.4f}", highlight=False)
+        if view["failure_class"]:
+            console.print(f"[red]{escape(error_words(view['failure_class'], view['failure']))}[/]", highlight=False)
+        console.print(escape(view["reply"] or "(empty)"), highlight=False)
     info = trial.reward_info()
     if info:
         console.print("[bold]score[/]", highlight=False)
@@ -297,12 +321,23 @@ def _failure_lines(group) -> list[str]:  # noqa: ANN001
 
 def _run_header(run) -> list[str]:  # noqa: ANN001 - a RunReport
     c = run.completeness
-    lines = [f"passhat report {run.run_id}" + (" (imported)" if run.imported else ""), c.note]
+    lines = [f"passhat report {run.run_id}" + (" (imported)" if run.imported else ""), c.note,
+             run.tau2()]
     if run.agent != DEFAULT_AGENT:
         lines.append(f"agent: {run.agent}")
     if run.departures:
         lines.append("DEPARTS FROM tau2: " + "; ".join(run.departures))
     return lines
+
+
+def leaderboard_line(group) -> str | None:  # noqa: ANN001 - a GroupReport
+    """pass^k as the leaderboard counts it, when some trial is not evaluable."""
+    if group.pass_hat_k_leaderboard is None:
+        return None
+    curve = ", ".join(f"pass^{k} {e.value:.3f} ({_ci(e)})"
+                      for k, e in sorted(group.pass_hat_k_leaderboard.items(), key=lambda kv: int(kv[0])))
+    return (f"as the leaderboard counts ({group.not_evaluable} not evaluable as failures): "
+            + (curve or "-"))
 
 
 def _curve_rows(group) -> list[tuple[str, str, str, str]]:  # noqa: ANN001
@@ -333,6 +368,8 @@ def report_table(report, by: str, console: Console) -> None:  # noqa: ANN001 - a
 
     say(f"pass^k: mean over tasks; CI: {report.confidence:.0%} bootstrap interval over tasks "
         f"({report.resamples} resamples)", "dim")
+    if report.across_tau2_versions:
+        say(ACROSS_VERSIONS_NOTE, "bold yellow")
     for run in report.runs:
         console.print()
         header = _run_header(run)
@@ -360,11 +397,14 @@ def report_table(report, by: str, console: Console) -> None:  # noqa: ANN001 - a
                 console.print(table)
                 if by == "task":  # a line of its own: a caption would wrap to the table's width
                     say("  trials: " + OUTCOME_LEGEND, "dim")
+            if leaderboard_line(group):
+                say("  " + leaderboard_line(group), "yellow")
             for line in _failure_lines(group):
                 say("  " + line)
     if report.comparisons:
         console.print()
-        say(f"paired differences: per-task pass^1, a - b, over shared tasks ({report.confidence:.0%} CI)", "bold")
+        say(f"paired differences: per-task pass^1, a - b, over shared tasks ({report.confidence:.0%} CI)"
+            + (" ACROSS tau2 VERSIONS" if report.across_tau2_versions else ""), "bold")
         # Short lines: one sentence would be twice the width of a terminal.
         for c in report.comparisons:
             say(f"  a {report.label(c.a)}")
@@ -386,6 +426,8 @@ def report_markdown(report, by: str) -> str:  # noqa: ANN001
     out = [f"# passhat report {', '.join(r.run_id for r in report.runs)}", "",
            f"pass^k: mean over tasks; CI: {report.confidence:.0%} bootstrap interval over tasks "
            f"({report.resamples} resamples)", ""]
+    if report.across_tau2_versions:
+        out += [f"**{ACROSS_VERSIONS_NOTE}**", ""]
     for run in report.runs:
         header = _run_header(run)
         out += [f"## run {run.run_id}" + (" (imported)" if run.imported else ""), "",
@@ -397,9 +439,11 @@ def report_markdown(report, by: str) -> str:  # noqa: ANN001
                 out += _md_table(_task_columns(group), [(f"`{r[0]}`", f"`{r[1]}`", *r[2:]) for r in _task_rows(group)])
             elif group.pass_hat_k:
                 out += _md_table(("k", "pass^k", "95% CI", "pass@k"), _curve_rows(group))
+            if leaderboard_line(group):
+                out += [f"**{leaderboard_line(group)}**", ""]
             out += [f"{'  ' if line.startswith(' ') else ''}- {line.strip()}" for line in _failure_lines(group)] + [""]
     if report.comparisons:
-        out += ["## Paired differences", "",
+        out += ["## Paired differences" + (" (across tau2 versions)" if report.across_tau2_versions else ""), "",
                 f"Per-task pass^1, a - b, over shared tasks ({report.confidence:.0%} CI).", ""]
         out += [f"- {c.statement}" for c in report.comparisons] + [""]
     return "\n".join(out)
@@ -427,13 +471,17 @@ def report_csv(report, by: str) -> str:  # noqa: ANN001
         return buffer.getvalue()
     ks = sorted({k for g in groups for k in g.pass_hat_k}, key=int)
     complete = {r.run_id: r.completeness.complete for r in report.runs}
+    # Counting not-evaluable trials as failures can give a task more trials, so more k.
+    lost_ks = sorted({k for g in groups for k in g.pass_hat_k_leaderboard or {}} | set(ks), key=int)
     writer.writerow(key + ["complete", "tasks", "trials", "evaluable", "not_evaluable", "unfinished",
                            "avg_reward"]
                     + [f"{name}{k}{end}" for k in ks for name, end in
                        (("pass^", ""), ("pass^", "_low"), ("pass^", "_high"), ("pass@", ""))]
-                    + ["cost_usd", "cost_per_trial", "input_tokens_per_trial", "output_tokens_per_trial"])
+                    + ["cost_usd", "cost_per_trial", "input_tokens_per_trial", "output_tokens_per_trial"]
+                    + [f"pass^{k}_leaderboard" for k in lost_ks] + ["tau2_version", "tau2_data"])
+    runs = {r.run_id: r for r in report.runs}
     for g in groups:
-        curve = []
+        curve, lost = [], g.pass_hat_k_leaderboard or {}
         for k in ks:
             est = g.pass_hat_k.get(k)
             curve += [est.value, est.low, est.high] if est else ["", "", ""]
@@ -442,5 +490,7 @@ def report_csv(report, by: str) -> str:  # noqa: ANN001
                          g.trials, g.evaluable, g.not_evaluable, g.unfinished,
                          "" if g.avg_reward is None else g.avg_reward, *curve, g.cost_usd,
                          *("" if v is None else v for v in (g.cost_per_trial, g.input_tokens_per_trial,
-                                                           g.output_tokens_per_trial))])
+                                                           g.output_tokens_per_trial)),
+                         *(lost[k].value if k in lost else "" for k in lost_ks),
+                         runs[g.run_id].tau2_version or "", runs[g.run_id].tau2_data or ""])
     return buffer.getvalue()

@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from passhat.cli.common import check_output, err_console, existing_run, fail, one_line_errors, open_store, out_console
 from passhat.cli.run_options import UserInputError
-from passhat.contracts import TRIAL_CANCELLED, TRIAL_RUNNING
+from passhat.contracts import RUN_IMPORTED, TRIAL_CANCELLED, TRIAL_RUNNING
 
 
 @one_line_errors
@@ -33,10 +33,20 @@ def runs(
     if not listed:
         err_console.print(f"no runs in the results store ({store.safe_url})", highlight=False)
         return
-    print("run\tstatus\ttrials done\tpass^1\tnot evaluable\tcost USD\tcreated (UTC)")
+    print("run\tstatus\ttrials done\tpass^1\tnot evaluable\tcost USD\tcreated (UTC)\ttau2\tdata")
     for row, p in listed:
+        version, data = _tau2_of(row)
         print(f"{row.run_id}\t{row.status}\t{p.done}/{p.total}\t{_pass1(p.pass1)}\t"
-              f"{p.not_evaluable}\t{p.cost:.4f}\t{row.created_at:%Y-%m-%d %H:%M:%S}")
+              f"{p.not_evaluable}\t{p.cost:.4f}\t{row.created_at:%Y-%m-%d %H:%M:%S}\t"
+              f"{version or '-'}\t{data or '-'}")
+
+
+def _tau2_of(row) -> tuple[str | None, str | None]:  # noqa: ANN001 - a RunRow
+    """The tau2 version a run's numbers belong to, and its data digest."""
+    from passhat.results.report import recorded_tau2
+
+    config = row.run_config()
+    return recorded_tau2(config.tau2_version, row.status == RUN_IMPORTED), config.tau2_data
 
 
 def _pass1(value: float | None) -> str:
@@ -45,8 +55,9 @@ def _pass1(value: float | None) -> str:
 
 def _run_json(row, progress) -> dict:  # noqa: ANN001 - a RunRow, its RunProgress
     """A run in `runs -o json` and `status -o json` (schema in the README)."""
+    version, data = _tau2_of(row)
     return {
-        "run_id": row.run_id, "status": row.status,
+        "run_id": row.run_id, "status": row.status, "tau2_version": version, "tau2_data": data,
         "trials": progress.total, "done": progress.done, "not_evaluable": progress.not_evaluable,
         "pass1": progress.pass1, "cost": progress.cost,
         "retrying": progress.retrying, "retry_error": progress.retry_error,
@@ -107,6 +118,7 @@ def report(
     by: Optional[str] = typer.Option(None, "--by", show_default="model", help="model: pass^k curves per model and domain; task: one row per task (table, csv and markdown only: json and html always have both)."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Also draw pass^k against k per model, with confidence bands, to this .png (or .svg, .pdf) file."),
     out: Optional[str] = typer.Option(None, "--out", help="Write the report to this file instead of stdout."),
+    across_tau2_versions: bool = typer.Option(False, "--across-tau2-versions", help="Compare runs made with different tau2 versions (refused without it: the versions hold and grade conversations differently); the report says so."),
 ) -> None:
     """pass^k per agent model and domain with bootstrap confidence intervals, cost,
     failure taxonomy and paired comparisons, from the results store; partial runs
@@ -131,7 +143,7 @@ def report(
     store = open_store()
     for run_id in run_ids:
         existing_run(store, run_id)
-    result = build_report(store, run_ids)
+    result = build_report(store, run_ids, across_tau2_versions=across_tau2_versions)
     try:
         _write_report(store, result, output, by or "model", out)
         if plot is not None:
@@ -232,14 +244,18 @@ def show(
     output: str = typer.Option("table", "--output", "-o", help="table (the transcript) or json (one object, as a line of `export --format jsonl`)."),
 ) -> None:
     """Print a trial's transcript: messages, tool calls and results, the score breakdown."""
-    from passhat.cli.render import transcript
+    from passhat.cli.render import judge_json, transcript
 
     check_output(output)
     store = open_store()
     trial = store.get_trial(trial_id)
     if trial is None:
         fail(f"no trial '{trial_id}'; `passhat trials RUN` lists a run's trial ids")
+    from passhat.domains.nl_judge import judge_key
+
     steps = store.steps(trial_id)
+    # tau2 1.0.x's NL-assertion judge: a model call of its own, kept beside the conversation.
+    judge = store.get_step(judge_key(trial_id), 0)
     if trial.status in (TRIAL_RUNNING, TRIAL_CANCELLED):
         # A trial's row gets its totals when it ends; until then its steps hold them.
         trial = trial.model_copy(update={
@@ -249,9 +265,10 @@ def show(
         from passhat.results.jsonl import jsonl_line
 
         print(json.dumps({**jsonl_line(trial.run_id, trial, steps),
-                          "attempts": trial.attempts, "n_steps": trial.n_steps}))
+                          "attempts": trial.attempts, "n_steps": trial.n_steps,
+                          "judge": judge_json(judge)}))
         return
-    transcript(trial, steps, out_console)
+    transcript(trial, steps, out_console, judge=judge)
 
 
 @one_line_errors
@@ -270,7 +287,7 @@ def export(
     result = export_run(store, run_id, format, output_dir, partial=partial)
     for path in result.paths:
         print(path)
-    note = f"{result.trials} trial(s) in {len(result.paths)} file(s)"
+    note = f"{result.trials} trial(s) in {len(result.paths)} file(s), {result.tau2}"
     if result.partial:
         note += "; PARTIAL: the run has not finished"
     if result.left_out:

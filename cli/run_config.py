@@ -336,12 +336,13 @@ def _check_agent_runs(agent: str, per_domain: dict[str, list[str]], model: str, 
 def _judge(options: RunOptions) -> tuple[str | None, dict[str, Any]]:
     """The NL-assertion judge and its args: given, or the installed tau2's default; none
     under a tau2 that grades no NL assertions."""
-    from passhat.domains.tau2_version import installed_rules
+    from passhat.domains.tau2_version import installed_rules, installed_version
 
     if not installed_rules().grades_nl_assertions:
         if options.judge_model is not None or options.judge_args is not None:
             raise UserInputError(
-                "--judge-model/--judge-args need tau2 1.0.x (this tau2 grades no NL assertions)"
+                "--judge-model/--judge-args (a sweep file's [judge]) need tau2 1.0.x: the "
+                f"installed tau2 {installed_version()} grades no NL assertions"
             )
         return None, {}
     from passhat.domains.nl_judge import default_judge

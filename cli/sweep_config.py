@@ -91,7 +91,7 @@ def merge(sweep: Sweep | None, from_flags: RunOptions, given: set[str]) -> RunOp
     `given`), else the file's value, else the option's default.
 
     Model args merge key by key, the command line's winning: --agent-args over each
-    agent's args, --user-args over the user's. --agent-model replaces the file's agents
+    agent's args, --user-args over the user's, --judge-args over the judge's. --agent-model replaces the file's agents
     (their args too); --task or --task-file replace its tasks and task_file; the file's
     tasks for a domain (and its task_file) apply when that domain runs. With models from
     the command line, the file's provider caps keep the providers those models call."""
@@ -105,8 +105,10 @@ def merge(sweep: Sweep | None, from_flags: RunOptions, given: set[str]) -> RunOp
     elif "agent_models" in file:
         extra = parse_json_object(cli["agent_args"], "--agent-args") if "agent_args" in given else {}
         out["agent_model_args"] = {m: {**args, **extra} for m, args in file["agent_model_args"].items()}
-    if "user_args" in given and "user_args" in file:
-        out["user_args"] = {**file["user_args"], **parse_json_object(cli["user_args"], "--user-args")}
+    for side in ("user_args", "judge_args"):
+        if side in given and side in file:
+            flag = "--" + side.replace("_", "-")
+            out[side] = {**file[side], **parse_json_object(cli[side], flag)}
     for caps in ("rate_limits", "max_concurrent"):
         if caps not in given and file.get(caps) and {"agent_models", "user_model"} & given:
             # Models from the command line: the file's caps on providers they do not call go.

@@ -454,6 +454,9 @@ class ModelDomainSummary(BaseModel):
     pass_hat_k: dict[str, float]
     # pass@k: the chance that at least one of k trials succeeds, averaged over tasks.
     pass_at_k: dict[str, float] = Field(default_factory=dict)
+    # pass^k as the public leaderboard counts it, trials that were not evaluable counted
+    # as failures; None when every trial was evaluable (then it is pass_hat_k).
+    pass_hat_k_leaderboard: dict[str, float] | None = None
 
 
 class RunSummary(BaseModel):

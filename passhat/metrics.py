@@ -88,6 +88,10 @@ def summarize(
                 avg_reward=reward_sum / evaluable if evaluable else None,
                 pass_hat_k=mean_over_tasks([r.pass_hat for r in rows]),
                 pass_at_k=mean_over_tasks([pass_at_curve(r.successes, r.evaluable) for r in scored]),
+                # The leaderboard counts a trial that was not evaluable as a failure.
+                pass_hat_k_leaderboard=(
+                    mean_over_tasks([pass_hat_curve(r.successes, r.trials) for r in rows if r.trials])
+                    if evaluable < sum(r.trials for r in rows) else None),
             )
         )
     return RunSummary(run_id=run_id, results=results, departures=list(departures or []))

@@ -14,9 +14,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from passhat.contracts import TRIAL_SCORED, RunConfig
+from passhat.contracts import RUN_IMPORTED, TRIAL_SCORED, RunConfig
 from passhat.results.jsonl import jsonl_line
 from passhat.results.records import ResultsError, ResultsFileError, trial_record
+from passhat.results.report import tau2_words
 from passhat.results.tau2_writer import to_tau2_results
 from passhat.results.tau_bench import TAU_BENCH_PREFIX
 
@@ -31,6 +32,7 @@ class Exported:
     trials: int  # trials written
     left_out: int = 0  # trials a tau2 file cannot hold (not evaluable or unfinished)
     partial: bool = False
+    tau2: str = ""  # the run's tau2 version and data digest, in words
 
 
 def export_run(store, run_id: str, fmt: str, out_dir: str, *, partial: bool = False) -> Exported:  # noqa: ANN001 - a Store
@@ -52,17 +54,19 @@ def export_run(store, run_id: str, fmt: str, out_dir: str, *, partial: bool = Fa
     partial = partial and unfinished
     rows = store.trials(run_id)
     steps = store.run_steps(run_id)
+    imported = run.status == RUN_IMPORTED
     if fmt == "tau2":
         kept = {domain: row.tasks() for domain, row in store.run_tasks(run_id).items()}
-        files, written = _tau2_files(config, rows, steps, partial, kept)
+        files, written = _tau2_files(config, rows, steps, partial, kept, imported)
     else:
         files, written = _jsonl_files(config, rows, steps, partial)
     paths = _write_all(Path(out_dir), files)
-    return Exported(paths=paths, trials=written, left_out=len(rows) - written, partial=partial)
+    return Exported(paths=paths, trials=written, left_out=len(rows) - written, partial=partial,
+                    tau2=tau2_words(config.tau2_version, config.tau2_data, imported))
 
 
 def _tau2_files(config: RunConfig, rows, steps, partial: bool,  # noqa: ANN001
-                kept: dict[str, list]) -> tuple[dict[str, str], int]:
+                kept: dict[str, list], imported: bool) -> tuple[dict[str, str], int]:
     for domain in config.domains:
         if domain.startswith(TAU_BENCH_PREFIX):
             raise ResultsError(
@@ -92,7 +96,10 @@ def _tau2_files(config: RunConfig, rows, steps, partial: bool,  # noqa: ANN001
                     max_steps=config.max_steps,
                     max_errors=config.max_errors,
                     records=records,
-                    git_commit=_passhat_version(),
+                    # tau2's Info has no field for them: its free-text version field
+                    # carries the tau2 and data a run was made with.
+                    git_commit=f"{_passhat_version()}; "
+                               + tau2_words(config.tau2_version, config.tau2_data, imported),
                     kept_tasks=kept.get(domain),
                 )
             except ResultsFileError as err:
@@ -103,7 +110,9 @@ def _tau2_files(config: RunConfig, rows, steps, partial: bool,  # noqa: ANN001
 
 
 def _jsonl_files(config: RunConfig, rows, steps, partial: bool) -> tuple[dict[str, str], int]:  # noqa: ANN001
-    lines = [json.dumps(jsonl_line(config.run_id, r, steps.get(r.trial_id, []))) for r in rows]
+    # Every line says which tau2 (and data) its trial was made with.
+    tau2 = {"tau2_version": config.tau2_version, "tau2_data": config.tau2_data}
+    lines = [json.dumps({**jsonl_line(config.run_id, r, steps.get(r.trial_id, [])), **tau2}) for r in rows]
     name = f"{_slug(config.run_id)}{'.partial' if partial else ''}.jsonl"
     return {name: "".join(line + "\n" for line in lines)}, len(rows)
 

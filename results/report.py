@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from passhat import metrics
+from passhat.results.records import ResultsError
 from passhat.contracts import (
     DEFAULT_AGENT,
     TRIAL_CANCELLED,
@@ -98,6 +99,10 @@ class GroupReport(BaseModel):
     unfinished: int = Field(description="trials expected but neither scored nor not evaluable")
     avg_reward: float | None
     pass_hat_k: dict[str, Estimate]
+    pass_hat_k_leaderboard: dict[str, Estimate] | None = Field(default=None, description=(
+        "pass^k as the public leaderboard counts it: not-evaluable trials as failures "
+        "(tau2 1.0.x ends such a simulation as infrastructure_error, and the leaderboard "
+        "counts it as failed); present only when some trial is not evaluable"))
     pass_at_k: dict[str, float]
     cost_usd: float = Field(description="total, every recorded trial")
     cost_per_trial: float | None
@@ -130,8 +135,17 @@ class RunReport(BaseModel):
     agent: str = Field(default=DEFAULT_AGENT, description=(
         "the agent that played: its name in tau2's agent registry, and the sha256 digest "
         "(first 12 hex digits) of an agent prompt of the user's own"))
+    tau2_version: str | None = Field(default=None, description=(
+        "the tau2 the run was made with (\"26.3.0\", \"1.0.1\"); null: not recorded (a run "
+        "made before passhat recorded it, on 26.3, or an imported run)"))
+    tau2_data: str | None = Field(default=None, description=(
+        "digest of the tau2 data files the run read (tasks, databases, policies); null: not recorded"))
     completeness: Completeness
     groups: list[GroupReport]
+
+    def tau2(self) -> str:
+        """The run's tau2 in words, for report headers."""
+        return tau2_words(self.tau2_version, self.tau2_data, self.imported)
 
 
 class GroupRef(BaseModel):
@@ -168,6 +182,9 @@ class Report(BaseModel):
     seed: int
     runs: list[RunReport]
     comparisons: list[Comparison]
+    across_tau2_versions: bool = Field(default=False, description=(
+        "the runs were made with different tau2 versions, compared because asked to "
+        "(--across-tau2-versions): their conversations and grading differ"))
 
     def groups(self) -> list[GroupReport]:
         return [g for r in self.runs for g in r.groups]
@@ -183,11 +200,60 @@ class Report(BaseModel):
 # ---- assembling -------------------------------------------------------------------------
 
 
-def build_report(store, run_ids: list[str]) -> Report:  # noqa: ANN001 - a Store
+ACROSS_VERSIONS_NOTE = ("ACROSS tau2 VERSIONS: these runs were made with different tau2 "
+                        "versions, which hold and grade conversations differently; their "
+                        "differences are not the agents' alone")
+
+
+def tau2_words(version: str | None, data: str | None, imported: bool = False) -> str:
+    """Which tau2 a run was made with, in words: "tau2 1.0.1, data 3f2a...". """
+    if version is None:
+        words = ("tau2 version not recorded in the imported files" if imported else
+                 "tau2 26.3 (recorded before passhat kept the version)")
+    else:
+        words = f"tau2 {version}"
+    return words + (f", data {data}" if data else "")
+
+
+def _same_tau2(a: str, b: str) -> bool:
+    # A run recorded before the version was kept says only "26.3": any 26.3.x matches it.
+    short, long = sorted((a, b), key=len)
+    return a == b or (short.count(".") < 2 and long.startswith(short + "."))
+
+
+def check_tau2_versions(runs: list[RunReport], allow: bool) -> bool:
+    """Whether the runs were made with different tau2 versions; refused (ResultsError)
+    unless `allow`: the versions hold conversations and grade them differently."""
+    versions = [(r.run_id, recorded_tau2(r.tau2_version, r.imported)) for r in runs]
+    known = [(run_id, version) for run_id, version in versions if version is not None]
+    clash = next(((a, b) for a in known for b in known if not _same_tau2(a[1], b[1])), None)
+    if clash is None:
+        return False
+    if not allow:
+        (a, va), (b, vb) = clash
+        raise ResultsError(
+            f"runs {a} (tau2 {va}) and {b} (tau2 {vb}) were made with different tau2 versions, "
+            "which hold and grade conversations differently; compare them anyway with "
+            "--across-tau2-versions (the report then says so)"
+        )
+    return True
+
+
+def recorded_tau2(version: str | None, imported: bool) -> str | None:
+    """The version a run's numbers belong to: its recorded tau2, or 26.3 for a run of
+    passhat's made before the version was recorded (the only one passhat ran on then);
+    None when nobody knows (imported files)."""
+    return version or (None if imported else "26.3")
+
+
+def build_report(store, run_ids: list[str], *, across_tau2_versions: bool = False) -> Report:  # noqa: ANN001 - a Store
+    """The report of `run_ids`. Runs of different tau2 versions are refused (ResultsError)
+    unless `across_tau2_versions`, and then the report says so."""
     runs = [_run_report(store, run_id) for run_id in dict.fromkeys(run_ids)]
     report = Report(
         confidence=metrics.CONFIDENCE, resamples=metrics.BOOTSTRAP_RESAMPLES,
         seed=metrics.BOOTSTRAP_SEED, runs=runs, comparisons=[],
+        across_tau2_versions=check_tau2_versions(runs, across_tau2_versions),
     )
     report.comparisons = _comparisons(report)
     return report
@@ -222,7 +288,8 @@ def _run_report(store, run_id: str) -> RunReport:  # noqa: ANN001
     completeness = _completeness(row.status, expected, statuses, len(rows))
     return RunReport(
         run_id=run_id, imported=imported, departures=config.departures(),
-        agent=config.agent_label(), completeness=completeness, groups=groups,
+        agent=config.agent_label(), tau2_version=config.tau2_version, tau2_data=config.tau2_data,
+        completeness=completeness, groups=groups,
     )
 
 
@@ -245,6 +312,7 @@ def _group_report(run_id: str, agent: str, user: str, domain: str, task_ids: lis
         ))
     scored = [t for t in trials if t.status == TRIAL_SCORED and t.reward is not None]
     evaluated = [t for t in tasks if t.evaluable]
+    lost = Counter(t.task_id for t in trials if t.status == TRIAL_NOT_EVALUABLE)
     n = len(trials)
     return GroupReport(
         run_id=run_id, agent_model=agent, user_model=user, domain=domain,
@@ -256,6 +324,7 @@ def _group_report(run_id: str, agent: str, user: str, domain: str, task_ids: lis
             j: Estimate(value=i.value, low=i.low, high=i.high)
             for j, i in metrics.bootstrap_curve([t.pass_hat_k for t in evaluated]).items()
         },
+        pass_hat_k_leaderboard=_counting_lost_as_failures(tasks, lost) if lost else None,
         pass_at_k=metrics.mean_over_tasks(
             [metrics.pass_at_curve(t.successes, t.evaluable) for t in evaluated]),
         cost_usd=sum(t.cost for t in trials),
@@ -266,6 +335,14 @@ def _group_report(run_id: str, agent: str, user: str, domain: str, task_ids: lis
         failures=_failures(trials),
         task_results=tasks,
     )
+
+
+def _counting_lost_as_failures(tasks: list[TaskReport], lost: Counter) -> dict[str, Estimate]:
+    """pass^k with each task's not-evaluable trials counted as failed trials."""
+    curves = [metrics.pass_hat_curve(t.successes, t.evaluable + lost[t.task_id])
+              for t in tasks if t.evaluable + lost[t.task_id]]
+    return {j: Estimate(value=i.value, low=i.low, high=i.high)
+            for j, i in metrics.bootstrap_curve(curves).items()}
 
 
 def _failures(trials: list[Any]) -> Failures:
@@ -340,7 +417,8 @@ def _comparisons(report: Report) -> list[Comparison]:
                 distinguishable=d.excludes_zero(), statement="",
             )
             comparison.statement = (f"{report.label(a)} - {report.label(b)} on {a.domain}: "
-                                    f"{comparison.measured()}: {comparison.verdict()}")
+                                    f"{comparison.measured()}: {comparison.verdict()}"
+                                    + (" (ACROSS tau2 VERSIONS)" if report.across_tau2_versions else ""))
             out.append(comparison)
     return out
 

@@ -64,6 +64,17 @@ def test_summary_reports_pass_hat_and_pass_at_over_tasks():
     assert row.pass_at_k == pytest.approx({"1": (1 + 0.25) / 2, "2": 0.75, "3": 0.875, "4": 1.0})
 
 
+def test_summary_counts_not_evaluable_trials_as_failures_as_the_leaderboard_does():
+    # Task 2 had 2 of its 4 trials not evaluable: left out, it passes every trial scored;
+    # as failures, it passes 2 of 4.
+    summary = metrics.summarize("r", [task("1", 4, 4), task("2", 2, 2)])
+    [row] = summary.results
+    assert row.pass_hat_k["1"] == 1.0
+    assert row.pass_hat_k_leaderboard == pytest.approx({"1": 0.75, "2": (1 + 1 / 6) / 2, "3": 0.5, "4": 0.5})
+    # Every trial evaluable: one way of counting, nothing to add.
+    assert metrics.summarize("r", [task("1", 4, 4)]).results[0].pass_hat_k_leaderboard is None
+
+
 def test_summary_groups_by_model():
     summary = metrics.summarize("r", [task("1", 4, 4, model="b"), task("1", 0, 4, model="a")])
     assert [(r.agent_model, r.pass_hat_k["1"]) for r in summary.results] == [("a", 0.0), ("b", 1.0)]

@@ -17,6 +17,7 @@ from passhat.cli.run_options import RunOptions, UserInputError, declared_options
 from passhat.cli.preview import RunSize, describe, direct_calls, needs_confirmation, run_size
 from passhat.contracts import RunConfig
 from passhat.domains.registry import get_domain
+from passhat.domains.tau2_version import installed_rules
 
 GOOD = """
 run_id = "sweep-1"
@@ -239,6 +240,40 @@ def test_options_on_the_command_line_override_the_file(tmp_path):
     assert config.agent_models == ["scripted/oracle"] and config.agent_model_args == {}
     assert config.provider_limits == {}  # the file's caps were on providers no longer called
     assert config.task_ids == {"airline": ["2"], "retail": ["2"]}
+
+
+JUDGED = """
+domains = ["retail"]
+[user]
+model = "scripted/oracle"
+[[agents]]
+model = "scripted/oracle"
+[judge]
+model = "scripted/judge"
+args = { temperature = 0.2, max_tokens = 256 }
+"""
+
+
+@pytest.mark.skipif(installed_rules().grades_nl_assertions, reason="the refusal of a tau2 that grades no NL assertions (26.3)")
+def test_a_judge_table_is_refused_where_tau2_grades_no_nl_assertions(tmp_path):
+    sweep = sweep_config.load(write(tmp_path, JUDGED))
+    assert sweep.values["judge_model"] == "scripted/judge"
+    with pytest.raises(UserInputError, match=r"\[judge\]\) need tau2 1\.0\.x: the installed tau2 26\.3"):
+        build_config(sweep_config.merge(sweep, RunOptions(), set()))
+
+
+@pytest.mark.skipif(not installed_rules().grades_nl_assertions, reason="needs tau2 1.0.x (NL-assertion judge)")
+def test_a_judge_table_sets_the_judge_and_flags_override_it(tmp_path):
+    sweep = sweep_config.load(write(tmp_path, JUDGED))
+    config = build_config(sweep_config.merge(sweep, RunOptions(), set()))
+    assert (config.judge_model, config.judge_args) == ("scripted/judge", {"temperature": 0.2, "max_tokens": 256})
+    # --judge-args merges key by key over the file's, --judge-model replaces its model.
+    given = RunOptions(judge_model="openai/j", judge_args='{"max_tokens": 64}')
+    config = build_config(sweep_config.merge(sweep, given, {"judge_model", "judge_args"}))
+    assert (config.judge_model, config.judge_args) == ("openai/j", {"temperature": 0.2, "max_tokens": 64})
+    bad = write(tmp_path, JUDGED.replace('model = "scripted/judge"', 'modell = "x"'), "bad.toml")
+    with pytest.raises(UserInputError, match=r"bad\.toml: judge\.modell: unknown key"):
+        sweep_config.load(bad)
 
 
 def test_a_run_needs_domains_models_and_a_user_model_from_somewhere(tmp_path):
