@@ -1,0 +1,128 @@
+"""The betting test behind the gate's verdicts, on arrays: B gates of J task columns at
+once. `passhat gate` runs it with B = 1; bench/gate_calibration.py with B = thousands of
+simulated gates, so the benchmark measures the very code that decides.
+
+A task's trials are cut into blocks of k; a block is 1 when all k succeeded, so its mean
+is q_t = p_t^k. Each block is bet on with a tilt eta, up (that it succeeds more often than
+q says) or down, and for a hypothesised vector q the wealth
+    M(q) = prod_{t,b} exp(+-eta * Y_tb) / (1 - q_t + q_t * exp(+-eta))
+has mean 1 under q whatever the rounds and whichever tasks each round runs, as long as
+those choices look only at the past (Waudby-Smith & Ramdas, JRSS B 2024). A null such as
+"mean q <= x" is rejected once M(q) >= 1/alpha for every q in it (Ville's inequality);
+`evidence` computes that least log wealth exactly, through the Lagrangian dual.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# The tilts the test bets with, each with an equal share of the wealth: a mixture of
+# test martingales is one, and the grid costs log(len(TILTS)) nats of evidence once.
+TILTS = np.array((0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0))
+# Bisection steps on the dual's multiplier: each halves its bracket; any multiplier gives
+# a valid lower bound (weak duality), so stopping early only costs a little evidence.
+DUAL_STEPS = 36
+
+UP, DOWN = 0, 1  # a column's lean: the direction a null that moves its q would be bet
+
+
+class Blocks:
+    """The evidence of J task columns in B gates, block by block. Each column is tallied
+    twice, once per lean: leaning up, a block is bet up unless every earlier block failed
+    (a task that has only failed is bet down, where the null gains nothing from raising
+    it); leaning down, the mirror image. The direction looks only at earlier blocks, so
+    the wealth stays a martingale. `counts[lean]` holds, per column, blocks bet up, their
+    successes, blocks bet down, their successes."""
+
+    def __init__(self, gates: int, columns: int):
+        shape = (gates, columns)
+        self.failed = np.zeros(shape, bool)  # some block failed
+        self.won = np.zeros(shape, bool)  # some block succeeded
+        self.counts = np.zeros((2, 4, *shape))
+
+    def add(self, success: np.ndarray, ran: np.ndarray) -> None:
+        """One more block for the columns where `ran`: 1 where it succeeded."""
+        success, ran = success.astype(bool) & ran, ran.astype(bool)
+        bet_up = (~(self.failed & ~self.won), self.won & ~self.failed)
+        for lean, up in enumerate(bet_up):
+            c = self.counts[lean]
+            c[0] += ran & up
+            c[1] += success & up
+            c[2] += ran & ~up
+            c[3] += success & ~up
+        self.failed |= ran & ~success
+        self.won |= success
+
+    @property
+    def blocks(self) -> np.ndarray:
+        return self.counts[UP, 0] + self.counts[UP, 2]
+
+
+def evidence(counts: np.ndarray, sign: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """Per gate, log of the least wealth over every q (each within 0..1) with
+    sum_j sign_j * q_j <= bound_gate, of the mixture over TILTS of the test martingales.
+    counts: (4, B, J) as in Blocks.counts[lean]; sign: (J,) or (B, J); bound: (B,).
+    log wealth is convex in q, so its minimum is its Lagrangian dual's maximum; per tilt,
+    the dual is maximised by bisection on its slope, and the best tilt taken with its share
+    log(1/len(TILTS)), a lower bound of the mixture's minimum. Rejecting the null at alpha
+    takes evidence >= log(1/alpha); inf when no q satisfies the constraint."""
+    n_up, s_up, n_dn, s_dn = (np.asarray(c, float)[:, None, :] for c in counts)  # (B, 1, J)
+    sign = np.broadcast_to(np.asarray(sign, float), counts.shape[1:])[:, None, :]
+    bound = np.asarray(bound, float).reshape(-1)
+    eta = TILTS[None, :, None]
+    u, v = np.expm1(eta), np.expm1(-eta)  # per block: log(1 + u q) up, log(1 + v q) down
+    a, b = n_up * u, n_dn * v  # (B, T, J)
+    gain = (eta * (s_up - s_dn)).sum(axis=2)  # (B, T)
+    uv, av_bu, a_b = u * v, a * v + b * u, a + b
+
+    def best_q(slope: np.ndarray) -> np.ndarray:
+        """Per column, the q in [0, 1] minimising its log wealth plus slope * q: that term is
+        convex, its derivative -a/(1+uq) - b/(1+vq) + slope has the sign of the quadratic
+        qa q^2 + qb q + qc on [0, 1], which crosses zero upward at most once."""
+        qa, qb, qc = slope * uv, slope * (u + v) - av_bu, slope - a_b
+        with np.errstate(divide="ignore", invalid="ignore"):
+            root = 2 * qc / (-qb - np.sqrt(np.maximum(qb * qb - 4 * qa * qc, 0.0)))
+        inner = np.clip(np.nan_to_num(root, nan=0.0), 0.0, 1.0)
+        return np.where(qc >= 0, 0.0, np.where(qa + qb + qc <= 0, 1.0, inner))
+
+    def dual(nu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The dual at nu (B, T), and its slope: how far the best q breaks the constraint."""
+        slope = nu[..., None] * sign
+        q = best_q(slope)
+        value = gain - (n_up * np.log1p(u * q) + n_dn * np.log1p(v * q) - slope * q).sum(axis=2) \
+            - nu * bound[:, None]
+        return value, (sign * q).sum(axis=2) - bound[:, None]
+
+    # Past this multiplier every column's best q is at the end the constraint favours.
+    low = np.zeros(gain.shape)
+    high = np.max(np.abs(a) + np.abs(b) / (1 + v), axis=2, initial=0.0) + 1.0
+    best, slope = dual(low)
+    for _ in range(DUAL_STEPS):  # the dual is concave: its slope falls as nu grows
+        mid = (low + high) / 2
+        _, s = dual(mid)
+        right = s > 0
+        low, high = np.where(right, mid, low), np.where(right, high, mid)
+    best = np.maximum(best, np.maximum(dual(low)[0], dual(high)[0]))
+    out = best.max(axis=1) - math.log(len(TILTS))
+    infeasible = np.minimum(sign[:, 0, :], 0).sum(axis=1) > bound + 1e-12
+    return np.where(infeasible, np.inf, out)
+
+
+def tests(candidate: Blocks, baseline: Blocks | None, bar: np.ndarray, tasks: int
+          ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The two nulls of a criterion "theta >= bar" (theta: the mean over `tasks` of q, or
+    of the candidate's q minus the baseline's), as (counts, sign, bound) for `evidence`:
+    first "theta <= bar" (rejected: PASS), then "theta >= bar" (rejected: FAIL). Testing
+    "theta <= bar" pulls the candidate's q down, so its columns lean up; a baseline's the
+    other way."""
+    bar = np.asarray(bar, float) * tasks
+    columns = candidate.counts.shape[-1]
+    if baseline is None:
+        ones = np.ones(columns)
+        return (candidate.counts[UP], ones, bar), (candidate.counts[DOWN], -ones, -bar)
+    sign = np.concatenate([np.ones(columns), -np.ones(baseline.counts.shape[-1])])
+    passing = np.concatenate([candidate.counts[UP], baseline.counts[DOWN]], axis=-1)
+    failing = np.concatenate([candidate.counts[DOWN], baseline.counts[UP]], axis=-1)
+    return (passing, sign, bar), (failing, -sign, -bar)
