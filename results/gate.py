@@ -179,6 +179,16 @@ def _bar(criterion: Criterion) -> float:
     return -criterion.max_drop if criterion.kind == "regression" else criterion.threshold
 
 
+def decide(criterion: Criterion, candidate: Blocks, baseline: Blocks | None, tasks: int
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Per gate of the arrays: whether the criterion PASSes (its "violated" null rejected
+    at alpha) and whether it FAILs (its "holds" null rejected, and it does not pass)."""
+    threshold = math.log(1 / criterion.alpha)
+    passing, failing = tests(candidate, baseline, _bar(criterion), tasks)
+    passed = evidence(*passing) >= threshold
+    return passed, ~passed & (evidence(*failing) >= threshold)
+
+
 def evaluate(criterion: Criterion, candidate: dict[str, Outcomes],
              baseline: dict[str, Outcomes] | None = None, *, interval: bool = True) -> CriterionResult:
     """The criterion's verdict on the trials so far (task id -> outcomes in the order
@@ -193,7 +203,8 @@ def evaluate(criterion: Criterion, candidate: dict[str, Outcomes],
         reference = evidence_state(baseline, tasks, k)
     else:
         tasks, reference = sorted(candidate), None
-    passing, failing = tests(evidence_state(candidate, tasks, k), reference, 0.0, max(len(tasks), 1))
+    state = evidence_state(candidate, tasks, k)
+    passing, failing = tests(state, reference, 0.0, max(len(tasks), 1))
     n = max(len(tasks), 1)
 
     def holds_rejected(x: float) -> bool:  # "theta >= x" rejected: theta < x
@@ -204,16 +215,13 @@ def evaluate(criterion: Criterion, candidate: dict[str, Outcomes],
         counts, sign, _ = passing
         return bool(evidence(counts, sign, np.array([x * n]))[0] >= threshold)
 
-    bar = _bar(criterion)
     trials = sum(len(candidate.get(t, [])) for t in tasks)
     evaluable = sum(o is not None for t in tasks for o in candidate.get(t, []))
     coverage = evaluable / trials if trials else 0.0
     verdict = INCONCLUSIVE
     if tasks and coverage >= MIN_COVERAGE:
-        if violated_rejected(bar):
-            verdict = PASS
-        elif holds_rejected(bar):
-            verdict = FAIL
+        passed, failed = decide(criterion, state, reference, len(tasks))
+        verdict = PASS if passed[0] else FAIL if failed[0] else INCONCLUSIVE
     lines = [_task_line(criterion, t, candidate.get(t, []), baseline) for t in tasks]
     estimates = [line.estimate - (line.baseline or 0.0) for line in lines
                  if line.estimate is not None and (criterion.kind == "absolute" or line.baseline is not None)]
@@ -271,18 +279,20 @@ def round_trials(criteria: Sequence[Criterion]) -> int:
     return max(2, max(c.k for c in criteria))
 
 
+def open_mask(trials: np.ndarray, scored: np.ndarray, agree: np.ndarray, size: int, max_trials: int) -> np.ndarray:
+    """Which tasks the next round runs, on arrays (trials run, evaluable trials, and
+    whether those all agree): those below max_trials whose outcomes can still move. A
+    task whose evaluable trials all agree over SETTLE_TRIALS contributes near 0 or 1
+    whatever comes next. Any rule that looks only at the past keeps the error control;
+    this one saves trials."""
+    settled = agree & (scored >= max(size, SETTLE_TRIALS))
+    return (trials + size <= max_trials) & ~settled
+
+
 def open_tasks(criteria: Sequence[Criterion], candidate: dict[str, Outcomes], max_trials: int) -> list[str]:
-    """The tasks the next round runs: those below max_trials whose outcomes can still
-    move (some disagreement, or fewer than two rounds' trials). A task whose evaluable
-    trials all agree over two rounds contributes near 0 or 1 whatever comes next. Any
-    rule that looks only at the past keeps the error control; this one saves trials."""
-    size = round_trials(criteria)
-    chosen = []
-    for task_id, outcomes in sorted(candidate.items()):
-        scored = [o for o in outcomes if o is not None]
-        if len(outcomes) + size > max_trials:
-            continue
-        unanimous = len(set(scored)) == 1 and len(scored) >= max(size, SETTLE_TRIALS)
-        if not unanimous:
-            chosen.append(task_id)
-    return chosen
+    """The tasks the next round runs (open_mask), by id."""
+    ids = sorted(candidate)
+    scored = [[o for o in candidate[t] if o is not None] for t in ids]
+    mask = open_mask(np.array([len(candidate[t]) for t in ids]), np.array([len(s) for s in scored]),
+                     np.array([len(set(s)) == 1 for s in scored]), round_trials(criteria), max_trials)
+    return [t for t, chosen in zip(ids, mask) if chosen]
