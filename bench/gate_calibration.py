@@ -74,10 +74,12 @@ def adaptive(rng, ps, criterion, baseline, max_trials):  # noqa: ANN001, ANN201
     live = np.arange(gates)
     while len(live):
         base = baseline.evidence.rows(live) if baseline is not None else None
-        passed, failed = gate.decide(criterion, suite.evidence.rows(live), base, len(ps))
+        passed, failed, idle = gate.decide(criterion, suite.evidence.rows(live), base, len(ps))
         verdict[live[passed]], verdict[live[failed]] = 1, 2
-        live = live[~passed & ~failed]
-        chosen = gate.open_mask(suite.trials[live], suite.trials[live], suite.agree[live], size, max_trials)
+        undecided = ~passed & ~failed
+        live = live[undecided]
+        chosen = gate.open_mask(suite.trials[live], suite.trials[live], suite.agree[live], size, max_trials,
+                                idle[undecided])
         live = live[chosen.any(axis=1)]
         ran = np.zeros(suite.trials.shape, bool)
         ran[live] = chosen[chosen.any(axis=1)]
@@ -90,7 +92,7 @@ def fixed(rng, ps, criterion, baseline):  # noqa: ANN001, ANN201
     gates = len(baseline.trials) if baseline is not None else GATES
     suite = Suite(gates, ps, criterion.k)
     suite.run(rng, np.ones(suite.trials.shape, bool), FIXED_K - FIXED_K % criterion.k)
-    passed, failed = gate.decide(criterion, suite.evidence, baseline.evidence if baseline else None, len(ps))
+    passed, failed, _ = gate.decide(criterion, suite.evidence, baseline.evidence if baseline else None, len(ps))
     est = naive_estimate(suite, criterion.k)
     if criterion.kind == "regression":
         est = est - naive_estimate(baseline, criterion.k)

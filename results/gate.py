@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal, NamedTuple, Sequence
 
 import numpy as np
 
@@ -47,6 +47,8 @@ MIN_COVERAGE = 0.9
 
 # A task whose evaluable trials all agree over this many (and one round) gets no more.
 SETTLE_TRIALS = 8
+# A task whose blocks all went one way over this many may be idle (see decide).
+IDLE_BLOCKS = 3
 
 Outcomes = Sequence["bool | None"]  # a task's trials in the order they ran; None: not evaluable
 
@@ -164,6 +166,7 @@ class CriterionResult:
     evaluable: int
     trials: int
     tasks: list[TaskLine] = field(default_factory=list)
+    idle: set[str] = field(default_factory=set)  # more trials of these cannot help (see decide)
 
     @property
     def decided(self) -> bool:
@@ -179,14 +182,31 @@ def _bar(criterion: Criterion) -> float:
     return -criterion.max_drop if criterion.kind == "regression" else criterion.threshold
 
 
-def decide(criterion: Criterion, candidate: Blocks, baseline: Blocks | None, tasks: int
-           ) -> tuple[np.ndarray, np.ndarray]:
+class Decision(NamedTuple):
     """Per gate of the arrays: whether the criterion PASSes (its "violated" null rejected
-    at alpha) and whether it FAILs (its "holds" null rejected, and it does not pass)."""
+    at alpha), whether it FAILs (its "holds" null rejected, and it does not pass), and
+    which tasks (gate x task) more trials cannot help while the verdict leans as it does."""
+
+    passed: np.ndarray
+    failed: np.ndarray
+    idle: np.ndarray
+
+
+def decide(criterion: Criterion, candidate: Blocks, baseline: Blocks | None, tasks: int) -> Decision:
+    """The criterion on the arrays. Idle tasks: while the evidence leans to PASS, a task
+    whose every block failed is bet down in the PASS test, the null sets its q to 0 and
+    its wealth stays 1 however often it fails again, so its trials buy nothing (the mirror
+    image for FAIL and a task whose every block succeeded). Leaving them out looks only at
+    the past, so the error control holds."""
     threshold = math.log(1 / criterion.alpha)
     passing, failing = tests(candidate, baseline, _bar(criterion), tasks)
-    passed = evidence(*passing) >= threshold
-    return passed, ~passed & (evidence(*failing) >= threshold)
+    toward_pass, toward_fail = evidence(*passing), evidence(*failing)
+    passed = toward_pass >= threshold
+    failed = ~passed & (toward_fail >= threshold)
+    seen = candidate.blocks >= IDLE_BLOCKS
+    only_failed, only_won = seen & candidate.failed & ~candidate.won, seen & candidate.won & ~candidate.failed
+    idle = (toward_pass > toward_fail)[:, None] & only_failed | (toward_fail > toward_pass)[:, None] & only_won
+    return Decision(passed, failed, idle | (passed | failed)[:, None])
 
 
 def evaluate(criterion: Criterion, candidate: dict[str, Outcomes],
@@ -218,10 +238,11 @@ def evaluate(criterion: Criterion, candidate: dict[str, Outcomes],
     trials = sum(len(candidate.get(t, [])) for t in tasks)
     evaluable = sum(o is not None for t in tasks for o in candidate.get(t, []))
     coverage = evaluable / trials if trials else 0.0
-    verdict = INCONCLUSIVE
+    verdict, idle_tasks = INCONCLUSIVE, set()
     if tasks and coverage >= MIN_COVERAGE:
-        passed, failed = decide(criterion, state, reference, len(tasks))
+        passed, failed, idle = decide(criterion, state, reference, len(tasks))
         verdict = PASS if passed[0] else FAIL if failed[0] else INCONCLUSIVE
+        idle_tasks = {t for t, i in zip(tasks, idle[0]) if i}
     lines = [_task_line(criterion, t, candidate.get(t, []), baseline) for t in tasks]
     estimates = [line.estimate - (line.baseline or 0.0) for line in lines
                  if line.estimate is not None and (criterion.kind == "absolute" or line.baseline is not None)]
@@ -232,7 +253,7 @@ def evaluate(criterion: Criterion, candidate: dict[str, Outcomes],
     return CriterionResult(
         criterion=criterion, verdict=verdict,
         estimate=sum(estimates) / len(estimates) if estimates else None,
-        low=low, high=high, coverage=coverage, evaluable=evaluable, trials=trials, tasks=lines,
+        low=low, high=high, coverage=coverage, evaluable=evaluable, trials=trials, tasks=lines, idle=idle_tasks,
     )
 
 
@@ -275,24 +296,30 @@ def overall(results: Sequence[CriterionResult]) -> str:
 
 
 def round_trials(criteria: Sequence[Criterion]) -> int:
-    """Trials each task gets per round: one block of the largest k (at least 2)."""
-    return max(2, max(c.k for c in criteria))
+    """Trials each task gets per round: one block of the largest k. Small rounds let the
+    gate stop soon after the verdict is known."""
+    return max(c.k for c in criteria)
 
 
-def open_mask(trials: np.ndarray, scored: np.ndarray, agree: np.ndarray, size: int, max_trials: int) -> np.ndarray:
-    """Which tasks the next round runs, on arrays (trials run, evaluable trials, and
-    whether those all agree): those below max_trials whose outcomes can still move. A
-    task whose evaluable trials all agree over SETTLE_TRIALS contributes near 0 or 1
-    whatever comes next. Any rule that looks only at the past keeps the error control;
-    this one saves trials."""
+def open_mask(trials: np.ndarray, scored: np.ndarray, agree: np.ndarray, size: int, max_trials: int,
+              idle: np.ndarray | None = None) -> np.ndarray:
+    """Which tasks the next round runs, on arrays (trials run, evaluable trials, whether
+    those all agree, and the tasks `decide` found idle): those below max_trials whose
+    outcomes can still move the verdict. A task whose evaluable trials all agree over
+    SETTLE_TRIALS contributes near 0 or 1 whatever comes next. Any rule that looks only
+    at the past keeps the error control; this one saves trials."""
     settled = agree & (scored >= max(size, SETTLE_TRIALS))
-    return (trials + size <= max_trials) & ~settled
+    chosen = (trials + size <= max_trials) & ~settled
+    return chosen if idle is None else chosen & ~idle
 
 
-def open_tasks(criteria: Sequence[Criterion], candidate: dict[str, Outcomes], max_trials: int) -> list[str]:
-    """The tasks the next round runs (open_mask), by id."""
+def open_tasks(criteria: Sequence[Criterion], candidate: dict[str, Outcomes], max_trials: int,
+               results: Sequence[CriterionResult] = ()) -> list[str]:
+    """The tasks the next round runs (open_mask), by id: idle only when idle for every
+    criterion of `results` (the evaluation of the trials so far)."""
     ids = sorted(candidate)
     scored = [[o for o in candidate[t] if o is not None] for t in ids]
+    idle = np.array([bool(results) and all(t in r.idle for r in results) for t in ids])
     mask = open_mask(np.array([len(candidate[t]) for t in ids]), np.array([len(s) for s in scored]),
-                     np.array([len(set(s)) == 1 for s in scored]), round_trials(criteria), max_trials)
+                     np.array([len(set(s)) == 1 for s in scored]), round_trials(criteria), max_trials, idle)
     return [t for t, chosen in zip(ids, mask) if chosen]
