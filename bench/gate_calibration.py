@@ -1,120 +1,162 @@
 """Is the release gate right as often as it says? Simulated suites with known per-task
-success probabilities, each gate run through the same decision code `passhat gate` uses
-(passhat.results.gate: evaluate after every round, open_tasks to pick the next round),
-with simulated trial outcomes.
+success probabilities; every gate is decided by the code `passhat gate` runs
+(passhat.results.gate: `decide` after every round, `open_mask` to pick the next round's
+tasks), thousands of simulated gates at once on arrays.
 
-    python bench/gate_calibration.py [--gates 1000] [--seed 0]
+    python bench/gate_calibration.py [--gates 1000] [--seed 0] [--k 1] [--end-to-end N]
 
 Prints, per case, how often the gate says PASS / FAIL / INCONCLUSIVE, the mean
-conversations it spent against the fixed design (k=8 on every task, decided once with
-the same test), and the naive design (k=8, the point estimate compared with the
-threshold). Monte Carlo margin: 2 standard errors of a rate near alpha.
+conversations it spent against the fixed design (k=8 on every task, decided once by the
+same test), and the naive design (k=8, the point estimate compared with the threshold).
+Monte Carlo margin: 2 standard errors of a rate at alpha.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import random
 import time
 
+import numpy as np
+
 from passhat.results import gate
+from passhat.results.gate_evidence import Blocks
 
 TASKS = 50
 FIXED_K = 8
-MAX_TRIALS = 16
 
 
-def leaderboard_suite(rng: random.Random) -> list[float]:
+def leaderboard_suite(rng: np.random.Generator) -> np.ndarray:
     """A spread like the leaderboards': many tasks near 0 or 1, some in between."""
-    return [1.0] * 18 + [0.97] * 6 + [0.0] * 8 + [0.03] * 4 + [round(rng.uniform(0.15, 0.9), 3) for _ in range(14)]
+    middle = np.round(rng.uniform(0.15, 0.9, 14), 3)
+    return np.concatenate([[1.0] * 18, [0.97] * 6, [0.0] * 8, [0.03] * 4, middle])
 
 
-def theta(ps: list[float], k: int) -> float:
-    return sum(p ** k for p in ps) / len(ps)
+def theta(ps: np.ndarray, k: int) -> float:
+    return float(np.mean(ps ** k))
 
 
-def draw(rng: random.Random, p: float, n: int) -> list[bool]:
-    return [rng.random() < p for _ in range(n)]
+class Suite:
+    """G simulated gates on one suite: each task's trials so far, and their evidence."""
+
+    def __init__(self, gates: int, ps: np.ndarray, k: int):
+        self.ps, self.k = ps, k
+        self.evidence = Blocks(gates, len(ps))
+        self.trials = np.zeros((gates, len(ps)), int)
+        self.wins = np.zeros((gates, len(ps)), int)
+
+    def run(self, rng: np.random.Generator, ran: np.ndarray, size: int) -> None:
+        """`size` more trials (a whole number of blocks) for the tasks where `ran`."""
+        outcomes = rng.random((*ran.shape, size)) < self.ps[None, :, None]
+        outcomes &= ran[..., None]
+        self.trials += ran * size
+        self.wins += outcomes.sum(axis=2)
+        for block in outcomes.reshape(*ran.shape, size // self.k, self.k).transpose(2, 0, 1, 3):
+            self.evidence.add(block.all(axis=2), ran)
+
+    @property
+    def agree(self) -> np.ndarray:
+        return (self.wins == 0) | (self.wins == self.trials)
 
 
-def adaptive(rng, ps, criterion, baseline=None):  # noqa: ANN001, ANN201
-    data = {str(i): [] for i in range(len(ps))}
-    while True:
-        result = gate.evaluate(criterion, data, baseline, interval=False)
-        if result.decided:
-            break
-        chosen = gate.open_tasks([criterion], data, MAX_TRIALS)
-        if not chosen:
-            break
-        size = gate.round_trials([criterion])
-        for t in chosen:
-            data[t] += draw(rng, ps[int(t)], size)
-    return result.verdict, sum(map(len, data.values()))
+def naive_estimate(suite: Suite, k: int) -> np.ndarray:
+    """Per gate, the mean over tasks of tau2's C(c, k) / C(n, k)."""
+    table = np.array([math.comb(c, k) / math.comb(FIXED_K, k) for c in range(FIXED_K + 1)])
+    return table[suite.wins].mean(axis=1)
 
 
-def fixed(rng, ps, criterion, baseline=None):  # noqa: ANN001, ANN201
-    data = {str(i): draw(rng, p, FIXED_K) for i, p in enumerate(ps)}
-    verdict = gate.evaluate(criterion, data, baseline, interval=False).verdict
-    est = sum(gate.pass_hat(sum(v), FIXED_K, criterion.k) for v in data.values()) / len(ps)
+def adaptive(rng, ps, criterion, baseline, max_trials):  # noqa: ANN001, ANN201
+    """Each gate's verdict (0 inconclusive, 1 PASS, 2 FAIL) and conversations."""
+    gates = len(baseline.trials) if baseline is not None else GATES
+    suite = Suite(gates, ps, criterion.k)
+    size = gate.round_trials([criterion])
+    verdict = np.zeros(gates, int)
+    live = np.arange(gates)
+    while len(live):
+        base = baseline.evidence.rows(live) if baseline is not None else None
+        passed, failed, idle = gate.decide(criterion, suite.evidence.rows(live), base, len(ps))
+        verdict[live[passed]], verdict[live[failed]] = 1, 2
+        undecided = ~passed & ~failed
+        live = live[undecided]
+        chosen = gate.open_mask(suite.trials[live], suite.trials[live], suite.agree[live], size, max_trials,
+                                idle[undecided])
+        live = live[chosen.any(axis=1)]
+        ran = np.zeros(suite.trials.shape, bool)
+        ran[live] = chosen[chosen.any(axis=1)]
+        suite.run(rng, ran, size)
+    return verdict, suite.trials.sum(axis=1)
+
+
+def fixed(rng, ps, criterion, baseline):  # noqa: ANN001, ANN201
+    """The fixed design's verdicts by the same test, and the naive design's."""
+    gates = len(baseline.trials) if baseline is not None else GATES
+    suite = Suite(gates, ps, criterion.k)
+    suite.run(rng, np.ones(suite.trials.shape, bool), FIXED_K - FIXED_K % criterion.k)
+    passed, failed, _ = gate.decide(criterion, suite.evidence, baseline.evidence if baseline else None, len(ps))
+    est = naive_estimate(suite, criterion.k)
     if criterion.kind == "regression":
-        est -= sum(gate.pass_hat(sum(v), len(v), criterion.k) for v in baseline.values()) / len(ps)
-        naive = gate.PASS if est >= -criterion.max_drop else gate.FAIL
-    else:
-        naive = gate.PASS if est >= criterion.threshold else gate.FAIL
-    return verdict, naive
+        est = est - naive_estimate(baseline, criterion.k)
+    naive = np.where(est >= gate._bar(criterion), 1, 2)
+    return np.where(passed, 1, np.where(failed, 2, 0)), naive
+
+
+GATES = 1000
 
 
 def main() -> None:
+    global GATES
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gates", type=int, default=1000, help="gates per case")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--margin", type=float, default=0.1)
     parser.add_argument("--k", type=int, default=1, help="the k of the criteria")
+    parser.add_argument("--max-trials", type=int, default=None, help="per task; default passhat gate's")
     args = parser.parse_args()
-    rng = random.Random(args.seed)
+    from passhat.cli.gate_commands import DEFAULT_MAX_TRIALS
+
+    GATES = args.gates
+    max_trials = args.max_trials or DEFAULT_MAX_TRIALS
+    rng = np.random.default_rng(args.seed)
     ps = leaderboard_suite(rng)
     k, margin, alpha = args.k, args.margin, 1 - gate.DEFAULT_CONFIDENCE
     t = theta(ps, k)
     mc = 2 * math.sqrt(alpha * (1 - alpha) / args.gates)
+    fixed_convs = FIXED_K * TASKS
     print(f"{TASKS} tasks, true pass^{k} = {t:.3f}; {args.gates} gates per case; alpha = {alpha:.2f}; "
           f"Monte Carlo margin +-{mc:.3f}; adaptive rounds of {gate.round_trials([gate.absolute(k, 0.5)])} "
-          f"trials, at most {MAX_TRIALS} per task; fixed design k={FIXED_K}")
+          f"trials, at most {max_trials} per task; fixed design k={FIXED_K} ({fixed_convs} conversations)")
     cases = [
-        ("holds, at threshold", gate.absolute(k, t), "FAIL"),
-        (f"holds by {margin}", gate.absolute(k, max(t - margin, 0)), "FAIL"),
-        (f"violated by {margin}", gate.absolute(k, min(t + margin, 1)), "PASS"),
-        ("A/A regression, max-drop 0", gate.regression(k, 0.0), "FAIL"),
-        (f"A/A regression, max-drop {margin}", gate.regression(k, margin), "FAIL"),
+        ("holds, at threshold", gate.absolute(k, t), 2),
+        (f"holds by {margin}", gate.absolute(k, max(t - margin, 0)), 2),
+        (f"violated by {margin}", gate.absolute(k, min(t + margin, 1)), 1),
+        ("A/A regression, max-drop 0", gate.regression(k, 0.0), 2),
+        (f"A/A regression, max-drop {margin}", gate.regression(k, margin), 2),
     ]
-    print(f"{'case':34} {'wrong verdict':>26} {'PASS':>6} {'FAIL':>6} {'INC':>6} {'convs':>7} {'vs k=8':>7}"
-          f" | {'fixed: wrong':>12} {'PASS':>6} | {'naive: wrong':>12} {'PASS':>6}")
+    names = {0: "INC", 1: "PASS", 2: "FAIL"}
+    print(f"{'case':34} {'wrong verdict':>18} {'PASS':>6} {'FAIL':>6} {'INC':>6} {'convs':>6} {'fewer':>6}"
+          f" | {'fixed k=8: wrong':>16} {'PASS':>6} {'FAIL':>6} | {'naive: wrong':>12} {'PASS':>6}")
     for name, criterion, wrong in cases:
         started = time.monotonic()
-        counts = {gate.PASS: 0, gate.FAIL: 0, gate.INCONCLUSIVE: 0}
-        fixed_counts, naive_counts = dict(counts), dict(counts)
-        spent = 0
-        for _ in range(args.gates):
-            base = {str(i): draw(rng, p, FIXED_K) for i, p in enumerate(ps)} \
-                if criterion.kind == "regression" else None
-            verdict, conversations = adaptive(rng, ps, criterion, base)
-            counts[verdict] += 1
-            spent += conversations
-            f, n = fixed(rng, ps, criterion, base)
-            fixed_counts[f] += 1
-            naive_counts[n] += 1
-        g = args.gates
-        label = f"false {wrong}"
-        print(f"{name:34} {label:>14} {counts[wrong] / g:>11.3f} {counts['PASS'] / g:>6.3f} {counts['FAIL'] / g:>6.3f} "
-              f"{counts['INCONCLUSIVE'] / g:>6.3f} {spent / g:>7.0f} {1 - spent / g / (FIXED_K * TASKS):>6.0%}"
-              f" | {fixed_counts[wrong] / g:>12.3f} {fixed_counts['PASS'] / g:>6.3f}"
-              f" | {naive_counts[wrong] / g:>12.3f} {naive_counts['PASS'] / g:>6.3f}"
-              f"   ({time.monotonic() - started:.0f}s)", flush=True)
+        baseline = None
+        if criterion.kind == "regression":
+            baseline = Suite(args.gates, ps, k)
+            baseline.run(rng, np.ones(baseline.trials.shape, bool), FIXED_K - FIXED_K % k)
+        verdict, spent = adaptive(rng, ps, criterion, baseline, max_trials)
+        fixed_verdict, naive = fixed(rng, ps, criterion, baseline)
+
+        def rate(v, code):  # noqa: ANN001, ANN202
+            return float(np.mean(v == code))
+
+        print(f"{name:34} {'false ' + names[wrong]:>11} {rate(verdict, wrong):.3f} {rate(verdict, 1):>6.3f} "
+              f"{rate(verdict, 2):>6.3f} {rate(verdict, 0):>6.3f} {spent.mean():>6.0f} "
+              f"{1 - spent.mean() / fixed_convs:>6.0%}"
+              f" | {rate(fixed_verdict, wrong):>16.3f} {rate(fixed_verdict, 1):>6.3f} {rate(fixed_verdict, 2):>6.3f}"
+              f" | {rate(naive, wrong):>12.3f} {rate(naive, 1):>6.3f}   ({time.monotonic() - started:.0f}s)",
+              flush=True)
     print("wrong verdict: the rate of the error the case allows (false FAIL where the criterion holds, "
           f"false PASS where it is violated); it must be at most {alpha:.2f} + {mc:.3f}. "
           "PASS/FAIL/INC: the adaptive gate's verdicts (power: PASS where it holds by the margin, FAIL where "
-          "violated); convs: mean conversations; vs k=8: fewer than the fixed design's "
-          f"{FIXED_K * TASKS}.")
+          f"violated); convs: mean conversations; fewer: than the fixed design's {fixed_convs}.")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from passhat.cli.common import check_output, err_console, one_line_errors, open_
 from passhat.cli.preview import CONFIRM_ABOVE
 from passhat.cli.run_options import RunOptions, UserInputError, given_on_command_line, with_run_options
 
-DEFAULT_MAX_TRIALS = 16  # per task
+DEFAULT_MAX_TRIALS = 8  # per task: never more than the fixed design of k=8 on every task
 
 
 @one_line_errors
@@ -150,7 +150,7 @@ def _run_rounds(store, base, criteria, reference, cap: int, *, workers, yes: boo
         if base.max_cost is not None and spent >= base.max_cost:
             stopped = f"the budget of {base.max_cost:g} USD is spent"
             break
-        chosen = decide.open_tasks(criteria, data, cap)
+        chosen = decide.open_tasks(criteria, data, cap, [r for r in results if not r.decided])
         if not chosen:
             stopped = f"every task has its {cap} trials (--max-trials) or has settled"
             break

@@ -16,7 +16,8 @@ has mean 1 under q whatever the rounds and whichever tasks each round runs, as l
 those choices look only at the past: it is a test martingale, and by Ville's
 inequality P(M(q_true) ever reaches 1/alpha) <= alpha. A criterion's null (say
 "mean q <= X") is rejected once M(q) >= 1/alpha for every q in it. log M is convex in q,
-so that minimum is exact through the Lagrangian dual (see `evidence`). The confidence
+so that minimum is exact through the Lagrangian dual (passhat.results.gate_evidence, on
+arrays, so the benchmark simulates thousands of gates through this same code). The confidence
 interval is the set of X whose nulls are not rejected: a confidence sequence, valid at
 every look at once.
 
@@ -31,11 +32,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal, NamedTuple, Sequence
 
 import numpy as np
 
 from passhat.metrics import pass_hat
+from passhat.results.gate_evidence import Blocks, evidence, tests
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 EXIT_CODES = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
@@ -45,6 +47,8 @@ MIN_COVERAGE = 0.9
 
 # A task whose evaluable trials all agree over this many (and one round) gets no more.
 SETTLE_TRIALS = 8
+# A task whose blocks all went one way over this many may be idle (see decide).
+IDLE_BLOCKS = 3
 
 Outcomes = Sequence["bool | None"]  # a task's trials in the order they ran; None: not evaluable
 
@@ -125,101 +129,14 @@ def blocks(outcomes: Outcomes, k: int) -> list[int]:
     return out
 
 
-# The tilts the test bets with, each with an equal share of the wealth: a mixture of
-# test martingales is one, and the grid costs log(len(TILTS)) nats of evidence once.
-TILTS = (0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)
-
-
-@dataclass(frozen=True)
-class Tally:
-    """One task's blocks, split by the direction each was bet in (up: that it succeeds
-    more often than q says; down: less often), and how many of each succeeded; `sign`
-    is how the task's q enters the null's constraint (+1: the run's, -1: a baseline's)."""
-
-    up: int
-    up_wins: int
-    down: int
-    down_wins: int
-    sign: float = 1.0
-
-def tally(outcomes: Outcomes, k: int, sign: float = 1.0) -> Tally:
-    """A task's blocks, bet the way the null would move its q: a test of "theta <= x"
-    pulls the run's tasks down, so their blocks are bet up (sign -1, a baseline's,
-    the other way), except while all earlier blocks point the other way: a task that has
-    only failed is bet down, where the null gains nothing from raising it. The direction
-    looks only at the past, so the wealth stays a martingale."""
-    counts = [0, 0, 0, 0]
-    seen: set[int] = set()
-    lean_up = sign > 0
-    for y in blocks(list(outcomes), k):
-        up = lean_up if seen != {0 if lean_up else 1} else not lean_up
-        side = 0 if up else 2
-        counts[side] += 1
-        counts[side + 1] += y
-        seen.add(y)
-    return Tally(*counts, sign)
-
-
-def evidence(tallies: Sequence[Tally], bound: float) -> float:
-    """log of the smallest wealth, over every q (each within 0..1) with
-    sum_j sign_j * q_j <= bound, of the mixture over TILTS of the test martingales
-        prod_j prod_b exp(e_jb * Y_jb) / (1 - q_j + q_j * exp(e_jb)),  e_jb = +-eta
-    (the sign: the block's direction). log wealth is convex in q, so its minimum is its
-    Lagrangian dual's maximum (strong duality); it is computed per tilt, and the best
-    tilt taken with its share log(1/len(TILTS)), a lower bound of the mixture's
-    minimum. Rejecting the null at alpha takes evidence >= log(1/alpha); math.inf when
-    no q satisfies the constraint."""
-    if not tallies:
-        return 0.0
-    # Tasks with the same tally are one term with a weight: simulations have many.
-    rows, weight = np.unique(np.array([(t.up, t.up_wins, t.down, t.down_wins, t.sign) for t in tallies],
-                                      dtype=float), axis=0, return_counts=True)
-    n_up, s_up, n_dn, s_dn, sign = (rows[:, i][None, :] for i in range(5))
-    if (np.minimum(sign, 0) * weight).sum() > bound + 1e-12:
-        return math.inf
-    eta = np.array(TILTS)[:, None]
-    u, v = np.expm1(eta), np.expm1(-eta)  # per block: log(1 + u q) up, log(1 + v q) down
-    gain = eta * (s_up - s_dn)
-    a, b = n_up * u, n_dn * v
-
-    def value(q: np.ndarray, slope: np.ndarray) -> np.ndarray:
-        return gain - n_up * np.log1p(u * q) - n_dn * np.log1p(v * q) + slope * q
-
-    def dual(nu: np.ndarray) -> np.ndarray:
-        """Per tilt, min over q in [0,1]^J of sum_j (log wealth_j(q_j) + nu sign_j q_j)
-        - nu * bound. Each term is convex in q_j: its minimum is at 0, at 1, or where its
-        derivative a/(1+uq) + b/(1+vq) = slope, a quadratic in q."""
-        slope = nu[:, None] * sign
-        qa = slope * u * v
-        qb = slope * (u + v) - a * v - b * u
-        qc = slope - a - b
-        with np.errstate(divide="ignore", invalid="ignore"):
-            root = np.sqrt(np.maximum(qb * qb - 4 * qa * qc, 0.0))
-            tries = [(-qb + root) / (2 * qa), (-qb - root) / (2 * qa), -qc / qb]
-        best = np.minimum(value(np.zeros_like(qa), slope), value(np.ones_like(qa), slope))
-        for q in tries:
-            q = np.clip(np.nan_to_num(q, nan=0.0, posinf=1.0, neginf=0.0), 0.0, 1.0)
-            best = np.minimum(best, value(q, slope))
-        return (best * weight).sum(axis=1) - nu * bound
-
-    # The dual is concave in nu >= 0: golden-section search, per tilt at once, on a
-    # range past the largest slope a term can have.
-    low = np.zeros(len(TILTS))
-    steepest = float(np.max(np.abs(a) + np.abs(b) / (1 + v), initial=0.0))
-    high = np.full(len(TILTS), 2 * steepest + 1.0)
-    ratio = (math.sqrt(5) - 1) / 2
-    x1, x2 = high - ratio * (high - low), low + ratio * (high - low)
-    f1, f2 = dual(x1), dual(x2)
-    for _ in range(30):
-        left = f1 < f2  # the maximum is right of x1
-        low = np.where(left, x1, low)
-        high = np.where(left, high, x2)
-        x1, x2 = high - ratio * (high - low), low + ratio * (high - low)
-        f1, f2 = dual(x1), dual(x2)
-    # Any nu gives a lower bound (weak duality); the mixture's wealth is at least each
-    # tilt's share of it.
-    best = np.maximum.reduce([dual(np.zeros(len(TILTS))), f1, f2])
-    return float(best.max()) - math.log(len(TILTS))
+def evidence_state(data: dict[str, Outcomes], tasks: Sequence[str], k: int) -> Blocks:
+    """The tasks' blocks (as `blocks` cuts them), fed in order to one gate's Blocks."""
+    cut = [blocks(list(data.get(t, [])), k) for t in tasks]
+    state = Blocks(1, len(tasks))
+    for i in range(max(map(len, cut), default=0)):
+        ran = np.array([[i < len(c) for c in cut]])
+        state.add(np.array([[bool(c[i]) if i < len(c) else False for c in cut]]), ran)
+    return state
 
 
 # ---- verdicts -----------------------------------------------------------------------------
@@ -249,14 +166,11 @@ class CriterionResult:
     evaluable: int
     trials: int
     tasks: list[TaskLine] = field(default_factory=list)
+    idle: set[str] = field(default_factory=set)  # more trials of these cannot help (see decide)
 
     @property
     def decided(self) -> bool:
         return self.verdict != INCONCLUSIVE
-
-
-def _tallies(data: dict[str, Outcomes], tasks: list[str], k: int, sign: float) -> list[Tally]:
-    return [tally(data.get(t, []), k, sign) for t in tasks]
 
 
 def _estimate(outcomes: Outcomes, k: int) -> float | None:
@@ -264,43 +178,71 @@ def _estimate(outcomes: Outcomes, k: int) -> float | None:
     return pass_hat(sum(scored), len(scored), k) if len(scored) >= k else None
 
 
+def _bar(criterion: Criterion) -> float:
+    return -criterion.max_drop if criterion.kind == "regression" else criterion.threshold
+
+
+class Decision(NamedTuple):
+    """Per gate of the arrays: whether the criterion PASSes (its "violated" null rejected
+    at alpha), whether it FAILs (its "holds" null rejected, and it does not pass), and
+    which tasks (gate x task) more trials cannot help while the verdict leans as it does."""
+
+    passed: np.ndarray
+    failed: np.ndarray
+    idle: np.ndarray
+
+
+def decide(criterion: Criterion, candidate: Blocks, baseline: Blocks | None, tasks: int) -> Decision:
+    """The criterion on the arrays. Idle tasks: while the evidence leans to PASS, a task
+    whose every block failed is bet down in the PASS test, the null sets its q to 0 and
+    its wealth stays 1 however often it fails again, so its trials buy nothing (the mirror
+    image for FAIL and a task whose every block succeeded). Leaving them out looks only at
+    the past, so the error control holds."""
+    threshold = math.log(1 / criterion.alpha)
+    passing, failing = tests(candidate, baseline, _bar(criterion), tasks)
+    toward_pass, toward_fail = evidence(*passing), evidence(*failing)
+    passed = toward_pass >= threshold
+    failed = ~passed & (toward_fail >= threshold)
+    seen = candidate.blocks >= IDLE_BLOCKS
+    only_failed, only_won = seen & candidate.failed & ~candidate.won, seen & candidate.won & ~candidate.failed
+    idle = (toward_pass > toward_fail)[:, None] & only_failed | (toward_fail > toward_pass)[:, None] & only_won
+    return Decision(passed, failed, idle | (passed | failed)[:, None])
+
+
 def evaluate(criterion: Criterion, candidate: dict[str, Outcomes],
              baseline: dict[str, Outcomes] | None = None, *, interval: bool = True) -> CriterionResult:
     """The criterion's verdict on the trials so far (task id -> outcomes in the order
     they ran), with its estimate and its confidence interval (one-sided bounds at
-    1 - confidence each; interval=False skips the bisection, for simulations)."""
+    1 - confidence each; interval=False skips the bisection)."""
     k, alpha = criterion.k, criterion.alpha
     threshold = math.log(1 / alpha)
     if criterion.kind == "regression":
         if baseline is None:
             raise GateError("a regression criterion needs a baseline run (--baseline RUN)")
         tasks = sorted(set(candidate) & set(baseline))
-        up = _tallies(candidate, tasks, k, 1.0) + _tallies(baseline, tasks, k, -1.0)
-        bar = -criterion.max_drop
+        reference = evidence_state(baseline, tasks, k)
     else:
-        tasks = sorted(candidate)
-        up, bar = _tallies(candidate, tasks, k, 1.0), criterion.threshold
-    # Testing "theta >= x" flips the constraint, and so the bets.
-    down = [tally(candidate.get(t, []), k, -1.0) for t in tasks]
-    if criterion.kind == "regression":
-        down += [tally(baseline.get(t, []), k, 1.0) for t in tasks]
+        tasks, reference = sorted(candidate), None
+    state = evidence_state(candidate, tasks, k)
+    passing, failing = tests(state, reference, 0.0, max(len(tasks), 1))
     n = max(len(tasks), 1)
 
     def holds_rejected(x: float) -> bool:  # "theta >= x" rejected: theta < x
-        return evidence(down, -x * n) >= threshold
+        counts, sign, _ = failing
+        return bool(evidence(counts, sign, np.array([-x * n]))[0] >= threshold)
 
     def violated_rejected(x: float) -> bool:  # "theta <= x" rejected: theta > x
-        return evidence(up, x * n) >= threshold
+        counts, sign, _ = passing
+        return bool(evidence(counts, sign, np.array([x * n]))[0] >= threshold)
 
     trials = sum(len(candidate.get(t, [])) for t in tasks)
     evaluable = sum(o is not None for t in tasks for o in candidate.get(t, []))
     coverage = evaluable / trials if trials else 0.0
-    verdict = INCONCLUSIVE
+    verdict, idle_tasks = INCONCLUSIVE, set()
     if tasks and coverage >= MIN_COVERAGE:
-        if violated_rejected(bar):
-            verdict = PASS
-        elif holds_rejected(bar):
-            verdict = FAIL
+        passed, failed, idle = decide(criterion, state, reference, len(tasks))
+        verdict = PASS if passed[0] else FAIL if failed[0] else INCONCLUSIVE
+        idle_tasks = {t for t, i in zip(tasks, idle[0]) if i}
     lines = [_task_line(criterion, t, candidate.get(t, []), baseline) for t in tasks]
     estimates = [line.estimate - (line.baseline or 0.0) for line in lines
                  if line.estimate is not None and (criterion.kind == "absolute" or line.baseline is not None)]
@@ -311,7 +253,7 @@ def evaluate(criterion: Criterion, candidate: dict[str, Outcomes],
     return CriterionResult(
         criterion=criterion, verdict=verdict,
         estimate=sum(estimates) / len(estimates) if estimates else None,
-        low=low, high=high, coverage=coverage, evaluable=evaluable, trials=trials, tasks=lines,
+        low=low, high=high, coverage=coverage, evaluable=evaluable, trials=trials, tasks=lines, idle=idle_tasks,
     )
 
 
@@ -354,22 +296,30 @@ def overall(results: Sequence[CriterionResult]) -> str:
 
 
 def round_trials(criteria: Sequence[Criterion]) -> int:
-    """Trials each task gets per round: one block of the largest k (at least 2)."""
-    return max(2, max(c.k for c in criteria))
+    """Trials each task gets per round: one block of the largest k. Small rounds let the
+    gate stop soon after the verdict is known."""
+    return max(c.k for c in criteria)
 
 
-def open_tasks(criteria: Sequence[Criterion], candidate: dict[str, Outcomes], max_trials: int) -> list[str]:
-    """The tasks the next round runs: those below max_trials whose outcomes can still
-    move (some disagreement, or fewer than two rounds' trials). A task whose evaluable
-    trials all agree over two rounds contributes near 0 or 1 whatever comes next. Any
-    rule that looks only at the past keeps the error control; this one saves trials."""
-    size = round_trials(criteria)
-    chosen = []
-    for task_id, outcomes in sorted(candidate.items()):
-        scored = [o for o in outcomes if o is not None]
-        if len(outcomes) + size > max_trials:
-            continue
-        unanimous = len(set(scored)) == 1 and len(scored) >= max(size, SETTLE_TRIALS)
-        if not unanimous:
-            chosen.append(task_id)
-    return chosen
+def open_mask(trials: np.ndarray, scored: np.ndarray, agree: np.ndarray, size: int, max_trials: int,
+              idle: np.ndarray | None = None) -> np.ndarray:
+    """Which tasks the next round runs, on arrays (trials run, evaluable trials, whether
+    those all agree, and the tasks `decide` found idle): those below max_trials whose
+    outcomes can still move the verdict. A task whose evaluable trials all agree over
+    SETTLE_TRIALS contributes near 0 or 1 whatever comes next. Any rule that looks only
+    at the past keeps the error control; this one saves trials."""
+    settled = agree & (scored >= max(size, SETTLE_TRIALS))
+    chosen = (trials + size <= max_trials) & ~settled
+    return chosen if idle is None else chosen & ~idle
+
+
+def open_tasks(criteria: Sequence[Criterion], candidate: dict[str, Outcomes], max_trials: int,
+               results: Sequence[CriterionResult] = ()) -> list[str]:
+    """The tasks the next round runs (open_mask), by id: idle only when idle for every
+    criterion of `results` (the evaluation of the trials so far)."""
+    ids = sorted(candidate)
+    scored = [[o for o in candidate[t] if o is not None] for t in ids]
+    idle = np.array([bool(results) and all(t in r.idle for r in results) for t in ids])
+    mask = open_mask(np.array([len(candidate[t]) for t in ids]), np.array([len(s) for s in scored]),
+                     np.array([len(set(s)) == 1 for s in scored]), round_trials(criteria), max_trials, idle)
+    return [t for t, chosen in zip(ids, mask) if chosen]

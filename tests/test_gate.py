@@ -85,9 +85,29 @@ def test_overall_verdict():
 
 def test_rounds_skip_settled_tasks_and_respect_the_cap():
     criteria = [gate.absolute(1, 0.5)]
-    assert gate.round_trials(criteria) == 2
+    assert gate.round_trials(criteria) == 1 and gate.round_trials([gate.absolute(4, 0.5)]) == 4
     data = {"settled": [True] * 8, "open": [True, False, True, True], "new": [], "capped": [True, False] * 5}
     assert gate.open_tasks(criteria, data, max_trials=10) == ["new", "open"]
+
+
+def test_tasks_that_cannot_help_the_leaning_verdict_are_idle():
+    """Leaning to PASS, a task that failed every time (3+ blocks) gets no more trials; one
+    that failed fewer times, or succeeded, still does; leaning to FAIL, the mirror image."""
+    criterion = gate.absolute(1, 0.6)
+    leaning_pass = {**{f"w{i}": [True] * 3 for i in range(8)}, "lost": [False] * 3, "young": [False] * 2,
+                    "mixed": [True, False, False]}
+    r = gate.evaluate(criterion, leaning_pass, interval=False)
+    assert r.verdict == gate.INCONCLUSIVE and r.idle == {"lost"}
+    assert "lost" not in gate.open_tasks([criterion], leaning_pass, 8, [r])
+    assert {"young", "mixed", "w0"} <= set(gate.open_tasks([criterion], leaning_pass, 8, [r]))
+    leaning_fail = {**{f"l{i}": [False] * 3 for i in range(4)}, "won": [True] * 3, "mixed": [True, False, True]}
+    r = gate.evaluate(gate.absolute(1, 0.5), leaning_fail, interval=False)
+    assert r.verdict == gate.INCONCLUSIVE and r.idle == {"won"}
+    # Idle for one open criterion but not for another (that one leans to PASS): it runs.
+    other = gate.evaluate(gate.absolute(1, 0.2), leaning_fail, interval=False)
+    assert other.verdict == gate.INCONCLUSIVE and "won" not in other.idle
+    assert "won" not in gate.open_tasks([r.criterion], leaning_fail, 8, [r])
+    assert "won" in gate.open_tasks([r.criterion, other.criterion], leaning_fail, 8, [r, other])
 
 
 def test_false_pass_rate_at_the_margin_is_within_alpha():

@@ -32,7 +32,7 @@ def test_exit_codes_and_outputs(env, tmp_path):
     ok = gate(summary_env, "-m", "scripted/oracle", "--require", "pass^1 >= 0.5", "--run-id", "g-pass",
               "--junit", str(tmp_path / "pass.xml"), "--summary", str(tmp_path / "pass.md"))
     assert ok.returncode == 0, ok.stderr
-    assert "**PASS**" in ok.stdout and "8 in 1 round(s), against 32" in ok.stdout
+    assert "**PASS**" in ok.stdout and "12 in 3 round(s), against 32" in ok.stdout
     assert (tmp_path / "pass.md").read_text() == (tmp_path / "step.md").read_text()
     suite = ET.parse(tmp_path / "pass.xml").getroot().find("testsuite")
     assert suite.get("name") == "pass^1 >= 0.5" and suite.get("failures") == "0"
@@ -105,7 +105,7 @@ def test_a_killed_gate_resumes_without_running_a_round_again(env, tmp_path):
     finally:
         proc.kill()
     first = {(t.trial_id, t.attempts, t.finished_at) for t in store.trials("g-kill-r0")}
-    assert len(first) == 2 * len(TASKS)
+    assert len(first) == len(TASKS)
     again = passhat(*args[1:], env=env, timeout=600)
     assert again.returncode == 3, again.stderr  # 4 tasks cannot show pass^1 >= 0.9 in 8 trials
     assert "round 0" not in again.stderr and "round 1 (g-kill-r1)" in again.stderr
