@@ -118,6 +118,8 @@ def render(report: Report, trials: dict[str, list[TrialView]]) -> str:
 
 
 def _status(report: Report) -> str:
+    from passhat.domains.digest import digest_line
+
     out = ['<section id="status">']
     for run in report.runs:
         c = run.completeness
@@ -127,6 +129,8 @@ def _status(report: Report) -> str:
                    f"{_e(c.note)}</p>")
         if run.agent != DEFAULT_AGENT:
             out.append(f'<p class="agent">{_e(run.run_id)} agent: {_e(run.agent)}</p>')
+        for name, digest in run.domain_digests.items():
+            out.append(f'<p class="digest">{_e(run.run_id)} domain {_e(name)}: {_e(digest_line(digest))}</p>')
         if run.departures:
             out.append(f'<p class="departs">{_e(run.run_id)} departs from tau2: {_e("; ".join(run.departures))}</p>')
     out.append(f"<p>pass^k is the mean over tasks; intervals are {report.confidence:.0%} bootstrap "

@@ -166,6 +166,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     --tasks) takes the first tasks of each domain."""
     from passhat.cli.preview import direct_calls
     from passhat.domains.base import UnknownDomainError
+    from passhat.domains.digest import run_digests
     from passhat.domains.plugins import load_plugins, run_plugins
     from passhat.domains.registry import get_domain
     from passhat.domains.task_file import TaskFileError, custom_domain_name, split_domain_name
@@ -254,6 +255,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     return RunConfig(
         tau2_version=tau2_version,
         tau2_data=data_digest([split_domain_name(d)[0] for d in per_domain]),
+        domain_digests=run_digests(list(per_domain)),
         judge_model=judge_model,
         judge_args=judge_args,
         run_id=run_id or new_run_id(),

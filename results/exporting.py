@@ -103,7 +103,9 @@ def _tau2_files(config: RunConfig, rows, steps, partial: bool,  # noqa: ANN001
 
 
 def _jsonl_files(config: RunConfig, rows, steps, partial: bool) -> tuple[dict[str, str], int]:  # noqa: ANN001
-    lines = [json.dumps(jsonl_line(config.run_id, r, steps.get(r.trial_id, []))) for r in rows]
+    digests = config.domain_digests or {}
+    lines = [json.dumps(jsonl_line(config.run_id, r, steps.get(r.trial_id, []), digests.get(r.domain)))
+             for r in rows]
     name = f"{_slug(config.run_id)}{'.partial' if partial else ''}.jsonl"
     return {name: "".join(line + "\n" for line in lines)}, len(rows)
 

@@ -132,6 +132,9 @@ class RunReport(BaseModel):
         "(first 12 hex digits) of an agent prompt of the user's own"))
     completeness: Completeness
     groups: list[GroupReport]
+    domain_digests: dict[str, dict[str, str]] = Field(default_factory=dict, description=(
+        "per domain, the sha256 digests (first 16 hex digits) of its policy, tool schemas, "
+        "database and tasks as the run measured them; empty for a run recorded before them"))
 
 
 class GroupRef(BaseModel):
@@ -223,6 +226,7 @@ def _run_report(store, run_id: str) -> RunReport:  # noqa: ANN001
     return RunReport(
         run_id=run_id, imported=imported, departures=config.departures(),
         agent=config.agent_label(), completeness=completeness, groups=groups,
+        domain_digests=config.domain_digests or {},
     )
 
 
