@@ -175,7 +175,8 @@ def test_a_bad_file_is_one_line_naming_file_key_and_reason(tmp_path, content, ex
 
 
 BELOW = {"trials": 0, "concurrency": 0, "max_steps": 0, "max_errors": 0, "max_attempts": -1,
-         "model_timeout": 0.5, "retry_for": "0s", "max_cost": 0.0}
+         "model_timeout": 0.5, "retry_for": "0s", "max_cost": 0.0,
+         "num_tasks": 0}
 
 
 def test_a_bound_is_said_the_same_by_a_flag_and_a_file_key(tmp_path):
@@ -204,7 +205,7 @@ def test_run_has_a_flag_for_every_option_and_a_file_key_for_each_but_model_args(
     run = typer.main.get_command(app).commands["run"]
     flags = {opt for param in run.params for opt in param.opts}
     assert all(set(opt.flags) <= flags for opt in declared_options().values())
-    assert set(file_keys().values()) == set(declared_options()) - {"agent_args", "user_args"}
+    assert set(file_keys().values()) == set(declared_options()) - {"agent_args", "user_args", "judge_args"}
 
 
 def test_a_missing_or_unreadable_file(tmp_path):
