@@ -220,6 +220,11 @@ CASES: list[Case] = [
     Case("report-unknown-run", ("report", "no-such-run"), "no run 'no-such-run' in the results store"),
     Case("status-unknown-run", ("status", "no-such-run"), "no run 'no-such-run' in the results store"),
     Case("tasks-unknown-domain", ("tasks", "nosuchdomain"), "Unknown domain 'nosuchdomain'"),
+    # -- tau2's task sets and splits -------------------------------------------------------
+    run("--task-set-name", "airline_huge", run_id="unknown-task-set",
+        error="tau2's registry has no task set 'airline_huge'; task sets: mock, airline, retail, telecom_full"),
+    run("--task-split-name", "nope", run_id="unknown-split",
+        error="task set airline has no split 'nope'; its splits: train, test, base"),
 ]
 
 # Hints every message of these kinds must carry, checked on top of the fragment.
