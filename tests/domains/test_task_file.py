@@ -269,7 +269,7 @@ def test_a_run_keeps_its_tasks_when_the_file_changes_or_moves(temporal_server, t
     recorded = [(t.trial_id, t.status, t.reward) for t in store.trials("kept-tasks")]
 
     def exported_tasks(out: str) -> list[dict]:
-        result = passhat("export", "kept-tasks", "--format", "tau2", "-o", str(tmp_path / out), env=env)
+        result = passhat("export", "kept-tasks", "--format", "tau2", "--output-dir", str(tmp_path / out), env=env)
         assert result.returncode == 0, result.stderr
         return json.loads(Path(result.stdout.strip()).read_text())["tasks"]
 
