@@ -34,12 +34,20 @@ def domains(ctx: typer.Context,
     """List the domains and how many tasks each has."""
     from passhat.domains.plugins import load_plugins
     from passhat.domains.registry import domain_names, task_count
+    from passhat.domains.task_sets import load_task_set, task_set_names
+    from passhat.domains.tau2_catalog import tau2_task_count
 
     load_plugins(plugin)
     if ctx.invoked_subcommand is not None:
         return
     for name in domain_names():
         print(f"{name}\t{task_count(name)} tasks")
+    # Task sets beyond the domains' own: run with --domain D --task-set-name NAME.
+    for name in task_set_names():
+        count = tau2_task_count(name)
+        if count is None:
+            count = len(load_task_set(name, None))
+        print(f"{name}\t{count} tasks\ttask set (--task-set-name {name})")
 
 
 @domains_app.command("check")
@@ -83,21 +91,37 @@ def tasks(
     domain: str = typer.Argument(..., help="Domain name."),
     plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help=PLUGIN_HELP),
 ) -> None:
-    """List a domain's task ids with the user's reason for calling."""
+    """List a domain's task ids (or a task set's, such as telecom_full) with the user's reason for calling."""
     from passhat.domains.base import UnknownDomainError
     from passhat.domains.plugins import load_plugins
-    from passhat.domains.registry import get_domain
     from passhat.domains.task_file import TaskFileError
 
     load_plugins(plugin)
     try:
-        d = get_domain(domain)
+        reasons = _task_reasons(domain)
     except (UnknownDomainError, TaskFileError) as err:
         raise UserInputError(str(err))
-    for task_id in d.task_ids():
-        reason = (d.task(task_id).reason_for_call or "").strip().splitlines()
+    for task_id, reason in reasons:
+        reason = (reason or "").strip().splitlines()
         # Whole words, and an ellipsis where the line was cut.
         print(f"{task_id}\t{textwrap.shorten(reason[0], REASON_WIDTH, placeholder=' …') if reason else ''}")
+
+
+def _task_reasons(name: str) -> list[tuple[str, str | None]]:
+    """Each task id of a domain, or of a task set of tau2's registry that is not a
+    domain's own (telecom_full), with the user's reason for calling."""
+    from passhat.domains.base import UnknownDomainError
+    from passhat.domains.registry import get_domain
+    from passhat.domains.task_sets import load_task_set, task_set_names
+
+    try:
+        d = get_domain(name)
+    except UnknownDomainError:
+        if name not in task_set_names():
+            raise
+        return [(t.id, getattr(t.user_scenario.instructions, "reason_for_call", None))
+                for t in load_task_set(name, None)]
+    return [(t, d.task(t).reason_for_call) for t in d.task_ids()]
 
 
 @one_line_errors

@@ -118,6 +118,8 @@ def render(report: Report, trials: dict[str, list[TrialView]]) -> str:
 
 
 def _status(report: Report) -> str:
+    from passhat.domains.digest import digest_line
+
     out = ['<section id="status">']
     if report.across_tau2_versions:
         out.append(f'<p class="departs">{_e(ACROSS_VERSIONS_NOTE)}</p>')
@@ -130,6 +132,8 @@ def _status(report: Report) -> str:
         out.append(f'<p class="tau2">{_e(run.run_id)}: {_e(run.tau2())}</p>')
         if run.agent != DEFAULT_AGENT:
             out.append(f'<p class="agent">{_e(run.run_id)} agent: {_e(run.agent)}</p>')
+        for name, digest in run.domain_digests.items():
+            out.append(f'<p class="digest">{_e(run.run_id)} domain {_e(name)}: {_e(digest_line(digest))}</p>')
         if run.departures:
             out.append(f'<p class="departs">{_e(run.run_id)} departs from tau2: {_e("; ".join(run.departures))}</p>')
     out.append(f"<p>pass^k is the mean over tasks; intervals are {report.confidence:.0%} bootstrap "

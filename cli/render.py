@@ -320,11 +320,14 @@ def _failure_lines(group) -> list[str]:  # noqa: ANN001
 
 
 def _run_header(run) -> list[str]:  # noqa: ANN001 - a RunReport
+    from passhat.domains.digest import digest_line
+
     c = run.completeness
     lines = [f"passhat report {run.run_id}" + (" (imported)" if run.imported else ""), c.note,
              run.tau2()]
     if run.agent != DEFAULT_AGENT:
         lines.append(f"agent: {run.agent}")
+    lines += [f"domain {name}: {digest_line(d)}" for name, d in run.domain_digests.items()]
     if run.departures:
         lines.append("DEPARTS FROM tau2: " + "; ".join(run.departures))
     return lines

@@ -87,7 +87,12 @@ def resume(
     config = row.run_config()
     from passhat.domains.plugins import load_plugins
 
-    load_plugins(plugin)
+    load_plugins([*config.plugins, *plugin])
+    if config.domain_digests is not None:
+        # The domains as they are now: start_run refuses the run if they changed.
+        from passhat.domains.digest import run_digests
+
+        config = config.model_copy(update={"domain_digests": run_digests(config.domains)})
     if max_cost is not None:
         config = config.model_copy(update={"max_cost": max_cost})
     if not detach:

@@ -166,6 +166,8 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     --tasks) takes the first tasks of each domain."""
     from passhat.cli.preview import direct_calls
     from passhat.domains.base import UnknownDomainError
+    from passhat.domains.digest import run_digests
+    from passhat.domains.task_sets import split_variant
     from passhat.domains.plugins import load_plugins, run_plugins
     from passhat.domains.registry import get_domain
     from passhat.domains.task_file import TaskFileError, custom_domain_name, split_domain_name
@@ -181,6 +183,8 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
                 "--domain with it, e.g. --domain airline --task-file my_tasks.json"
             )
         domains = [custom_domain_name(domains[0], options.task_file)]
+    if options.task_set_name is not None or options.task_split_name is not None:
+        domains = _task_set_domains(domains, options)
     # "domain@file" given directly is recorded with an absolute path too: workers may
     # run in another directory.
     domains = [
@@ -240,6 +244,8 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
             chosen = [t for t in known if t in set(wanted)]
         else:
             chosen = known[:limit] if limit else known
+        if options.num_tasks is not None:  # after the task ids, as tau2 run applies it
+            chosen = chosen[:options.num_tasks]
         per_domain[domain_name] = chosen
     if task_ids and not any(per_domain.values()):
         raise UserInputError(f"none of the --task ids exist in {', '.join(per_domain)}")
@@ -253,7 +259,8 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     judge_model, judge_args = _judge(options)
     return RunConfig(
         tau2_version=tau2_version,
-        tau2_data=data_digest([split_domain_name(d)[0] for d in per_domain]),
+        tau2_data=data_digest([split_variant(split_domain_name(d)[0])[0] for d in per_domain]),
+        domain_digests=run_digests(list(per_domain)),
         judge_model=judge_model,
         judge_args=judge_args,
         run_id=run_id or new_run_id(),
@@ -280,6 +287,20 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         expected_calls={name: {t: direct_calls(get_domain(name).task(t)) for t in chosen}
                         for name, chosen in per_domain.items()},
     )
+
+
+def _task_set_domains(domains: list[str], options: RunOptions) -> list[str]:
+    """The domains with the tasks of --task-set-name / --task-split-name
+    (domains.task_sets names them "telecom:telecom_full/small")."""
+    from passhat.domains.task_file import split_domain_name
+    from passhat.domains.task_sets import MARK, variant_name
+
+    if options.task_file is not None or any(split_domain_name(d)[1] or MARK in d for d in domains):
+        raise UserInputError("--task-set-name/--task-split-name choose the tasks of tau2's registry; "
+                             "a --task-file brings its own: give one or the other")
+    if options.task_set_name is not None and len(set(domains)) > 1:
+        raise UserInputError("--task-set-name takes the tasks of one task set: give exactly one --domain with it")
+    return [variant_name(d, options.task_set_name, options.task_split_name) for d in domains]
 
 
 def read_agent_prompt(path: str) -> str:

@@ -87,6 +87,15 @@ class RunOptions:
     task_file: Optional[str] = option(
         None, "--task-file", kind="string",
         help="JSON list of your own tasks in tau2's format, run with the one --domain's tools and policy.")
+    task_set_name: Optional[str] = option(
+        None, "--task-set-name", kind="string", metavar="NAME",
+        help="As tau2 run's: take the tasks from this task set of tau2's registry (see `passhat domains`, e.g. telecom_full) and run them with the --domain's tools and policy; default: the domain's own.")
+    task_split_name: Optional[str] = option(
+        None, "--task-split-name", kind="string", metavar="NAME",
+        help="As tau2 run's: the split of the task set to run (e.g. base, train, test); default: the task set's own default (base where it has splits).")
+    num_tasks: Optional[int] = option(
+        None, "--num-tasks", kind="integer", at_least=1,
+        help="As tau2 run's: run only the first N tasks (of those --task selects, if given).")
     trials: int = option(1, "--trials", "-k", kind="integer", at_least=1,
                          help="Independent trials per task (the k of pass^k).")
     concurrency: int = option(8, "--concurrency", "-c", kind="integer", at_least=1,

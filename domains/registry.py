@@ -1,6 +1,7 @@
 """Domains by name: tau2's built in, plus any a user registers, plus a tau2 domain with
 the tasks of a user's task file, named "airline@/absolute/path/tasks.json"
-(domains.task_file).
+(domains.task_file), plus a tau2 domain with the tasks of a task set and split of tau2's
+registry, named "telecom:telecom_full" (domains.task_sets).
 
 Importing this module must stay cheap (the CLI imports it to list domains), so nothing
 here imports tau2; a tau2 domain loads its data on first use.
@@ -14,6 +15,7 @@ from typing import Any
 
 from passhat.domains.base import Domain, UnknownDomainError
 from passhat.domains.task_file import SEPARATOR, read_task_list, split_domain_name, validate_tasks
+from passhat.domains.task_sets import MARK, load_task_set, split_variant
 from passhat.domains.tau2_catalog import TAU2_DOMAINS, registered_tau2_domains, tau2_task_count
 from passhat.domains.tau2_domain import Tau2Domain
 
@@ -30,9 +32,10 @@ _lock = threading.RLock()
 
 def register_domain(name: str, factory: DomainFactory) -> None:
     """Make `factory()` the domain called `name`. The factory runs on first use."""
-    if SEPARATOR in name:
-        # It would read as "domain@task file".
-        raise ValueError(f"A domain name cannot contain {SEPARATOR!r}: {name!r}")
+    for mark in (SEPARATOR, MARK):
+        if mark in name:
+            # It would read as "domain@task file" or "domain:task set".
+            raise ValueError(f"A domain name cannot contain {mark!r}: {name!r}")
     with _lock:
         if name in _factories:
             raise ValueError(f"A domain named {name!r} is already registered")
@@ -70,6 +73,10 @@ def get_domain(name: str) -> Domain:
         if path is not None:
             domain = _instances[name] = _task_file_domain(base, path, name)
             return domain
+        domain_name, task_set, split = split_variant(name)
+        if task_set is not None:
+            domain = _instances[name] = _task_set_domain(domain_name, task_set, split, name)
+            return domain
         factory = _factories.get(name)
         if factory is None and name in registered_tau2_domains():
             factory = _factories[name] = lambda: Tau2Domain(name)
@@ -83,6 +90,16 @@ def get_domain(name: str) -> Domain:
             )
         _instances[name] = domain
         return domain
+
+
+def _task_set_domain(base: str, task_set: str, split: str | None, name: str) -> Domain:
+    """tau2 domain `base` with the tasks of a task set and split of tau2's registry."""
+    tools = get_domain(base)
+    if not isinstance(tools, Tau2Domain):
+        raise UnknownDomainError(
+            f"task sets are tau2's, and {base!r} is not a domain of tau2's registry"
+        )
+    return Tau2Domain(tools.tau2_name, tasks=load_task_set(task_set, split), label=name)
 
 
 def _task_file_domain(base: str, path: str, name: str) -> Domain:

@@ -48,24 +48,28 @@ def build_environment(construct: Callable[..., Any], solo_mode: bool = False) ->
     return construct()
 
 
-def tau2_task_count(name: str) -> int | None:
+def tau2_task_count(name: str, split_name: str = "base") -> int | None:
     """The size of the task set tau2 runs for a shipped domain (its "base" split where
-    the domain has one, else every task, as tau2's task loaders choose), read from
-    tau2's data files without importing tau2; None when they are not where tau2 keeps
-    them."""
+    the domain has one, else every task, as tau2's task loaders choose), or of a task
+    set tau2 ships beside its domains' (domains.task_sets.SHIPPED_EXTRA: a split of
+    their data), read from tau2's data files without importing tau2; None when they
+    are not where tau2 keeps them."""
     import json
 
+    from passhat.domains.task_sets import SHIPPED_EXTRA
     from passhat.domains.tau2_version import domain_dir
 
-    if name not in TAU2_DOMAINS:
+    if name in SHIPPED_EXTRA:
+        name, split_name = SHIPPED_EXTRA[name]
+    elif name not in TAU2_DOMAINS:
         return None
     folder = domain_dir(_DATA_FOLDER.get(name, name))  # the installed tau2's data
     if folder is None:
         return None
     try:
         split = json.loads((folder / "split_tasks.json").read_text())
-        if "base" in split:
-            return len(split["base"])
+        if split_name in split:
+            return len(split[split_name])
         return len(json.loads((folder / "tasks.json").read_text()))
     except (OSError, ValueError):
         return None

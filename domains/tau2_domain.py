@@ -112,6 +112,14 @@ class Tau2Domain:
         user's own puts it where its template says)."""
         return _data(self.tau2_name).policy
 
+    def database_json(self) -> str:
+        """The domain's initial databases (the agent's, then the user's where it has
+        one) as JSON, for the run's domain digest (domains/digest.py)."""
+        env = _data(self.tau2_name).new_environment()
+        dbs = [kit.db for kit in (env.tools, env.user_tools) if getattr(kit, "db", None) is not None]
+        with _gc_paused():
+            return "[" + ",".join(db.model_dump_json() for db in dbs) + "]"
+
     def tool_kinds(self) -> dict[str, str]:
         """Each tool's tau2 type (read, write, think, generic), agent's and user's."""
         return _data(self.tau2_name).tool_kinds

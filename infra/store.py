@@ -53,6 +53,7 @@ from passhat.contracts import (
     RunStatus,
     TaskOutcome,
     TrialSpec,
+    changed_domains,
     task_workflow_id,
 )
 from passhat.infra import settings
@@ -328,6 +329,24 @@ def _as_recorded(row: RunRow, config: RunConfig) -> RunConfig:
         return config
 
 
+def _same_domains(row: RunRow, config: RunConfig) -> None:
+    """Refuse a run whose domains changed since it was recorded, naming the domains and
+    what of them changed (policy, tools, db, tasks): a changed domain is not a changed
+    option, and restoring it is the way back to the run."""
+    try:
+        stored = RunConfig.model_validate_json(row.config_json).domain_digests
+    except ValueError:
+        return
+    if stored is None or config.domain_digests is None:
+        return
+    changed = changed_domains(stored, config.domain_digests)
+    if changed:
+        raise ConfigMismatchError(
+            f"the domain changed since run {config.run_id!r} was recorded: {'; '.join(changed)} "
+            "differ; restore the domain to go on with this run, or use a new --run-id"
+        )
+
+
 def _config_differences(stored_json: str, new: RunConfig) -> list[str]:
     """The fields of the run's identity (RunConfig.fingerprint) on which `new` differs
     from the stored configuration, each with both values when they are short."""
@@ -501,6 +520,7 @@ class Store:
     @staticmethod
     def _same_experiment(row: RunRow, config: RunConfig) -> None:
         if row.fingerprint != config.fingerprint() and row.fingerprint != _as_recorded(row, config).fingerprint():
+            _same_domains(row, config)
             differ = _config_differences(row.config_json, config)
             raise ConfigMismatchError(
                 f"run {config.run_id!r} already exists with a different configuration"

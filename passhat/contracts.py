@@ -269,6 +269,22 @@ class TrialSettings(BaseModel):
 # without them (None) was made on tau2 26.3, the only tau2 passhat ran on before.
 RECORDED_LATER = ("tau2_version", "tau2_data", "judge_model")
 
+# What RunConfig.domain_digests holds per domain (domains/digest.py), in the order a
+# refusal names the parts that changed.
+DOMAIN_DIGEST_PARTS = ("policy", "tools", "db", "tasks")
+
+
+def changed_domains(recorded: dict[str, dict[str, str]], current: dict[str, dict[str, str]]) -> list[str]:
+    """What differs between two runs' domain digests, in words: "airline (policy, db)"
+    per domain that changed."""
+    out = []
+    for name in sorted(set(recorded) | set(current)):
+        old, new = recorded.get(name, {}), current.get(name, {})
+        parts = [p for p in DOMAIN_DIGEST_PARTS if old.get(p) != new.get(p)]
+        if parts:
+            out.append(f"{name} ({', '.join(parts)})")
+    return out
+
 
 class RunConfig(TrialSettings):
     """What a user asked for. Two runs with the same id must have the same config."""
@@ -294,14 +310,21 @@ class RunConfig(TrialSettings):
     # A digest of the tau2 data files of the run's domains (tasks, databases, policies):
     # two runs with the same version but edited data are not the same experiment.
     tau2_data: str | None = None
+    # Per domain, the digest of its policy, tool schemas, database and tasks
+    # (domains/digest.py), for every kind of domain: a run attached to after its domain
+    # changed is refused, naming what changed. None: recorded before passhat kept it.
+    domain_digests: dict[str, dict[str, str]] | None = None
 
     def as_recorded_by(self, stored: "RunConfig") -> "RunConfig":
         """This configuration without the fields `stored` (a run recorded before they
-        existed) lacks, so the two compare on what both record; only while this one is
-        on tau2 26.3 too."""
-        if stored.tau2_version is not None or (self.tau2_version or "26.3").split(".")[0] != "26":
-            return self
-        return self.model_copy(update={name: None for name in RECORDED_LATER})
+        existed) lacks, so the two compare on what both record: the domain digests
+        always, the RECORDED_LATER fields only while this one is on tau2 26.3 too."""
+        update: dict[str, Any] = {}
+        if stored.domain_digests is None:
+            update["domain_digests"] = None
+        if stored.tau2_version is None and (self.tau2_version or "26.3").split(".")[0] == "26":
+            update.update({name: None for name in RECORDED_LATER})
+        return self.model_copy(update=update) if update else self
 
     def fingerprint(self) -> str:
         """Identity of the experiment, used to refuse a different config under one run id.
@@ -312,7 +335,7 @@ class RunConfig(TrialSettings):
         for name in ("agent_model_args", "agent", "agent_prompt", "plugins"):
             if not getattr(self, name):  # absent from runs stored before it existed
                 exclude.add(name)
-        for recorded_later in RECORDED_LATER:
+        for recorded_later in (*RECORDED_LATER, "domain_digests"):
             if getattr(self, recorded_later) is None:
                 exclude.add(recorded_later)
         if self.judge_model is None:

@@ -110,9 +110,11 @@ def _tau2_files(config: RunConfig, rows, steps, partial: bool,  # noqa: ANN001
 
 
 def _jsonl_files(config: RunConfig, rows, steps, partial: bool) -> tuple[dict[str, str], int]:  # noqa: ANN001
-    # Every line says which tau2 (and data) its trial was made with.
+    # Every line says which tau2 (and data) its trial was made with, and its domain's digest.
     tau2 = {"tau2_version": config.tau2_version, "tau2_data": config.tau2_data}
-    lines = [json.dumps({**jsonl_line(config.run_id, r, steps.get(r.trial_id, [])), **tau2}) for r in rows]
+    digests = config.domain_digests or {}
+    lines = [json.dumps({**jsonl_line(config.run_id, r, steps.get(r.trial_id, []), digests.get(r.domain)), **tau2})
+             for r in rows]
     name = f"{_slug(config.run_id)}{'.partial' if partial else ''}.jsonl"
     return {name: "".join(line + "\n" for line in lines)}, len(rows)
 

@@ -10,14 +10,16 @@ from typing import Any
 from passhat.results.records import aware
 
 
-def jsonl_line(run_id: str, row, steps) -> dict[str, Any]:  # noqa: ANN001 - a TrialRow, its StepRows
-    """One trial in the JSON-lines export."""
+def jsonl_line(run_id: str, row, steps, domain_digest: dict[str, str] | None = None) -> dict[str, Any]:  # noqa: ANN001 - a TrialRow, its StepRows
+    """One trial in the JSON-lines export, with the digest of its domain as the run
+    measured it (RunConfig.domain_digests; None for a run recorded before them)."""
     return {
         "run_id": run_id,
         "trial_id": row.trial_id,
         "agent_model": row.agent_model,
         "user_model": row.user_model,
         "domain": row.domain,
+        "domain_digest": domain_digest,
         "task_id": row.task_id,
         "trial": row.trial_index,
         "seed": row.seed,

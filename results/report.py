@@ -142,6 +142,9 @@ class RunReport(BaseModel):
         "digest of the tau2 data files the run read (tasks, databases, policies); null: not recorded"))
     completeness: Completeness
     groups: list[GroupReport]
+    domain_digests: dict[str, dict[str, str]] = Field(default_factory=dict, description=(
+        "per domain, the sha256 digests (first 16 hex digits) of its policy, tool schemas, "
+        "database and tasks as the run measured them; empty for a run recorded before them"))
 
     def tau2(self) -> str:
         """The run's tau2 in words, for report headers."""
@@ -289,7 +292,7 @@ def _run_report(store, run_id: str) -> RunReport:  # noqa: ANN001
     return RunReport(
         run_id=run_id, imported=imported, departures=config.departures(),
         agent=config.agent_label(), tau2_version=config.tau2_version, tau2_data=config.tau2_data,
-        completeness=completeness, groups=groups,
+        completeness=completeness, groups=groups, domain_digests=config.domain_digests or {},
     )
 
 

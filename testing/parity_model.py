@@ -121,8 +121,13 @@ COMMON_BEHAVIOURS = (
 USER_TOOL_BEHAVIOURS = ("bad_json_user", "errors_user", "user_text_and_tools", "oracle")
 NO_USER_TOOL_BEHAVIOURS = ("user_calls_without_tools",)
 
+# The domains whose user has tools: telecom, and the parity test's plugin domain
+# (tests/plugin_modules/home_internet).
+USER_TOOL_DOMAINS = ("telecom", "home_internet")
+
 # A harmless agent tool per domain for the endless chat (no error, no state change).
 HARMLESS_CALL = {
+    "home_internet": ("get_account", {"account_id": "a100"}),
     "airline": ("calculate", {"expression": "2 + 3"}),
     "retail": ("calculate", {"expression": "7 * 6"}),
     "telecom": ("transfer_to_human_agents", {"summary": "parity check, nothing to do"}),
@@ -164,7 +169,7 @@ def ref_of(domain: str, task_id: str) -> str:
 
 def behaviours_for(domain: str, has_user_tools: bool | None = None) -> tuple[str, ...]:
     if has_user_tools is None:
-        has_user_tools = domain == "telecom"
+        has_user_tools = domain in USER_TOOL_DOMAINS
     return COMMON_BEHAVIOURS + (USER_TOOL_BEHAVIOURS if has_user_tools else NO_USER_TOOL_BEHAVIOURS)
 
 

@@ -220,6 +220,11 @@ CASES: list[Case] = [
     Case("report-unknown-run", ("report", "no-such-run"), "no run 'no-such-run' in the results store"),
     Case("status-unknown-run", ("status", "no-such-run"), "no run 'no-such-run' in the results store"),
     Case("tasks-unknown-domain", ("tasks", "nosuchdomain"), "Unknown domain 'nosuchdomain'"),
+    # -- tau2's task sets and splits -------------------------------------------------------
+    run("--task-set-name", "airline_huge", run_id="unknown-task-set",
+        error="tau2's registry has no task set 'airline_huge'; task sets: mock, airline, retail, telecom_full"),
+    run("--task-split-name", "nope", run_id="unknown-split",
+        error="task set airline has no split 'nope'; its splits: train, test, base"),
 ]
 
 # Hints every message of these kinds must carry, checked on top of the fragment.
@@ -376,5 +381,50 @@ def test_reusing_a_run_id_with_another_configuration_is_refused(temporal_server,
             "run reused exists with no budget; `passhat resume reused --max-cost USD` continues it with another",
         )
         assert rows(store) == before  # the original run is untouched
+    finally:
+        store.close()
+
+
+def test_attaching_after_the_domain_changed_is_refused_naming_what_changed(temporal_server, tmp_path):
+    """A plugin domain (tests/plugin_modules/home_internet, copied so its files can be
+    edited) whose policy is edited after a run: running the same run id again, or
+    resuming it, is refused in one line naming the domain and "policy"; the run's
+    records stay as they were. Restoring the policy attaches again."""
+    import shutil
+
+    modules = tmp_path / "modules"
+    shutil.copytree(Path(__file__).parents[1] / "plugin_modules" / "home_internet", modules / "home_internet")
+    home = tmp_path / "home"
+    env = {**os.environ, "PASSHAT_HOME": str(home), "TEMPORAL_ADDRESS": temporal_server.address,
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(modules)}
+    env.pop("PASSHAT_DB_URL", None)
+    args = ("run", "--plugin", "home_internet", "--domain", "home_internet", *AGENTS,
+            "--task", "upgrade_to_fiber", "--trials", "1", "--run-id", "edited")
+
+    first = passhat(*args, "--output", "json", env=env)
+    assert first.returncode == 0, first.stderr
+    store = Store(f"sqlite:///{home / 'results.db'}")
+    try:
+        digests = store.get_run("edited").run_config().domain_digests
+        assert set(digests["home_internet"]) == {"policy", "tools", "db", "tasks"}
+        # Reports and exports carry the digest.
+        report = passhat("report", "edited", env=env)
+        assert f"domain home_internet: policy {digests['home_internet']['policy'][:8]} tools" in report.stdout
+        exported = passhat("export", "edited", "--format", "jsonl", "--output-dir", str(tmp_path / "out"), env=env)
+        assert exported.returncode == 0, exported.stderr
+        line = json.loads((tmp_path / "out" / "edited.jsonl").read_text().splitlines()[0])
+        assert line["domain_digest"] == digests["home_internet"]
+        before = rows(store)
+        policy = modules / "home_internet" / "policy.md"
+        original = policy.read_text()
+        policy.write_text(original + "- Offer the fiber plan to every caller.\n")
+        refusal = ("the domain changed since run 'edited' was recorded: home_internet (policy) differ; "
+                   "restore the domain to go on with this run, or use a new --run-id")
+        assert_clean_refusal(Outcome(passhat(*args, env=env), 0.0, home, {}), refusal)
+        assert_clean_refusal(Outcome(passhat("resume", "edited", env=env), 0.0, home, {}), refusal)
+        assert rows(store) == before
+        policy.write_text(original)
+        again = passhat(*args, "--output", "json", env=env)
+        assert again.returncode == 0, again.stderr
     finally:
         store.close()

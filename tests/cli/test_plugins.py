@@ -106,3 +106,23 @@ def test_entry_points_are_plugins_and_the_queue_is_the_set(tmp_path, monkeypatch
     assert plugin_loading.run_plugins(["b", "a", "b"]) == ["a", "b", "plugged_mock"]
     assert plugin_task_queue([]) == TASK_QUEUE
     assert plugin_task_queue(["a", "b"]) == plugin_task_queue(["b", "a"]) != plugin_task_queue(["a"])
+
+
+def test_a_tau2_contract_domain_with_user_tools_and_sync_tools_runs_end_to_end(ph):
+    """tests/plugin_modules/home_internet (user tools, a user database, write tools, an
+    overridden sync_tools), every task, with the scripted oracle: every trial scores 1.0
+    by tau2's evaluator, and the user's speed test shows the plan the agent's write
+    tool set, carried over by the domain's sync_tools."""
+    result = ph.cli("run", "--plugin", "home_internet", "--domain", "home_internet",
+                    "--agent-model", "scripted/oracle", "--user-model", "scripted/oracle",
+                    "--trials", "2", "--run-id", "home", timeout=600)
+    assert result.returncode == 0, result.stderr
+    store = Store(ph.db_url)
+    trials = store.trials("home")
+    assert sorted(t.task_id for t in trials) == sorted(
+        ["upgrade_to_fiber", "connection_down", "down_and_slow", "which_plan"] * 2)
+    assert [t.reward for t in trials] == [1.0] * 8, [(t.task_id, t.reward, t.error) for t in trials]
+    down = next(t for t in trials if t.task_id == "down_and_slow")
+    answers = [m for step in store.steps(down.trial_id) for m in step.message_list()
+               if m.role == "tool" and m.requestor == "user"]
+    assert [m.content for m in answers] == ["The router restarted", "1000 Mbps"], answers

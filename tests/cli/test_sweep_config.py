@@ -176,7 +176,8 @@ def test_a_bad_file_is_one_line_naming_file_key_and_reason(tmp_path, content, ex
 
 
 BELOW = {"trials": 0, "concurrency": 0, "max_steps": 0, "max_errors": 0, "max_attempts": -1,
-         "model_timeout": 0.5, "retry_for": "0s", "max_cost": 0.0}
+         "model_timeout": 0.5, "retry_for": "0s", "max_cost": 0.0,
+         "num_tasks": 0}
 
 
 def test_a_bound_is_said_the_same_by_a_flag_and_a_file_key(tmp_path):

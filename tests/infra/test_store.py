@@ -538,3 +538,15 @@ def test_a_database_without_the_run_tasks_table_opens_and_gets_it(db_url):
         assert store.run_tasks("before") == {}
     finally:
         store.close()
+
+
+def test_a_run_recorded_without_domain_digests_still_attaches(store):
+    """Runs recorded before passhat kept domain digests attach to a config that has
+    them; one recorded with them is refused when a digest differs, naming the part."""
+    digests = {"mock": {"policy": "p1", "tools": "t1", "db": "d1", "tasks": "k1"}}
+    store.create_run(make_config("old", domains=["mock"], task_ids={"mock": ["t"]}), 1)
+    store.create_run(make_config("old", domains=["mock"], task_ids={"mock": ["t"]}, domain_digests=digests), 1)
+    store.create_run(make_config("new", domains=["mock"], task_ids={"mock": ["t"]}, domain_digests=digests), 1)
+    changed = {"mock": {**digests["mock"], "db": "d2", "tasks": "k2"}}
+    with pytest.raises(ConfigMismatchError, match=r"mock \(db, tasks\) differ"):
+        store.create_run(make_config("new", domains=["mock"], task_ids={"mock": ["t"]}, domain_digests=changed), 1)

@@ -879,3 +879,73 @@ async def test_custom_agent_conversations_match(parity: Parity):
         assert notes and all(notes) and max(int(m.group(1)) for m in notes) > 3
     different = [c for c in parity.comparison.request_diffs if c[0] == CUSTOM.name]
     assert not different, different
+
+
+# --------------------------------------------------------------------------- a plugin domain
+
+# tests/plugin_modules/home_internet: a domain written to tau2's contract, with user
+# tools, a user database, write tools and an environment that overrides sync_tools. It
+# is imported as a plugin is (it registers itself with tau2's registry), and both
+# runners run every one of its tasks.
+PLUGIN_DOMAIN = "home_internet"
+PLUGIN = Group("plugin", max_steps=30)
+
+
+@pytest.fixture(scope="module")
+async def plugin_parity(temporal_server, tmp_path_factory) -> Parity:
+    import sys
+
+    from passhat.domains.plugins import load_plugins
+    from passhat.domains.registry import get_domain
+    from passhat.infra.store import Store
+    from passhat.infra.temporal_server import connect
+
+    modules = str(Path(__file__).parents[1] / "plugin_modules")
+    if modules not in sys.path:
+        sys.path.insert(0, modules)
+    load_plugins([PLUGIN_DOMAIN])
+    seeds = tau2_seeds()
+    tasks = {PLUGIN_DOMAIN: get_domain(PLUGIN_DOMAIN).task_ids()}
+    tau2, ours = RunnerResult(), RunnerResult()
+    client = await connect(temporal_server.address)
+    store = Store(f"sqlite:///{tmp_path_factory.mktemp('parity-plugin') / 'results.db'}")
+    try:
+        await asyncio.to_thread(run_tau2, PLUGIN, tasks, pm.ParityModel(tasks), tau2)
+        try:
+            await run_passhat(client, store, PLUGIN, tasks, ours)
+        except Exception as err:  # noqa: BLE001  (keep tau2's side, report passhat's failure)
+            ours.failures.append(f"[plugin] passhat could not run: {type(err).__name__}: {err}"[:800])
+    finally:
+        store.close()
+    comparison = compare(tau2, ours, seeds)
+    path = REPORT_PATH.with_name("report-plugin.txt")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    outcomes = Counter(f"{o.termination_reason}/{o.reward:g}" for o in tau2.outcomes.values() if o.reward is not None)
+    path.write_text(comparison.report + f"\n{sum(map(len, tau2.requests.values()))} requests by tau2, "
+                    f"{sum(map(len, ours.requests.values()))} by passhat; tau2's outcomes {dict(outcomes)}\n")
+    return Parity(seeds, {PLUGIN.name: tasks}, tau2, ours, comparison)
+
+
+async def test_a_plugin_domain_with_user_tools_and_sync_tools_runs_as_tau2_runs_it(plugin_parity: Parity):
+    """Every task of the plugin domain, both trials: the same request sequences, the
+    same terminations and rewards; and the reference really exercised the domain: user
+    tool calls whose answers show what sync_tools carried over from the agent's writes,
+    and both rewards."""
+    t, p, c = plugin_parity.tau2, plugin_parity.passhat, plugin_parity.comparison
+    assert not t.unplaced and not t.responder_errors, (t.unplaced[:2], t.responder_errors[:2])
+    assert len(t.outcomes) == len(plugin_parity.selection[PLUGIN.name][PLUGIN_DOMAIN]) * TRIALS
+    assert {0.0, 1.0} <= {o.reward for o in t.outcomes.values()}, t.outcomes
+    user_tool_answers = [
+        pm.message_text(m.get("content")) for reqs in t.requests.values() for body in reqs
+        if side_of(body) == "user" for m in body["messages"] if m.get("role") == "tool"
+    ]
+    assert "1000 Mbps" in user_tool_answers, user_tool_answers  # the agent's plan change, synced
+    problems = list(p.failures)
+    if p.unplaced:
+        problems.append(f"passhat sent {len(p.unplaced)} requests the model could not place")
+    if c.request_diffs:
+        problems.append(f"{len(c.request_diffs)} conversations with different request sequences")
+    if c.outcome_rows:
+        problems.append(f"{len(c.outcome_rows)} conversations with different termination/reward")
+    if problems:
+        pytest.fail("; ".join(problems) + "\n\n" + c.report, pytrace=False)

@@ -1,0 +1,63 @@
+"""What a domain is, as a run measured it: a digest of its policy, tool schemas,
+database and tasks, each apart, so a run refused after the domain changed can say which
+of them changed.
+
+Why not tau2_version.data_digest (RunConfig.tau2_data): that one hashes the data files of
+tau2's shipped domains, which a plugin domain does not have, and it hashes them as one,
+so it cannot name what changed; nor does it see the tool schemas, which are code. It
+stays in the run's identity as it was (runs recorded with it keep attaching); this
+digest is read from the domain as loaded, the same way for every kind of domain: tau2's
+shipped ones, a plugin's registered with tau2's registry, and passhat-protocol domains.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from passhat.contracts import DOMAIN_DIGEST_PARTS as PARTS, stable_hash
+
+
+def domain_digest(domain: Any) -> dict[str, str]:
+    """{part: digest} of a loaded domain (domains.base.Domain). The policy is the
+    domain's `policy()` where it has one, else its agent system prompt; the database is
+    `database_json()` where the domain can give it (a passhat-protocol domain without it
+    has no "db" part)."""
+    policy = domain.policy() if callable(getattr(domain, "policy", None)) else domain.agent_system_prompt()
+    parts = {
+        "policy": _digest(policy),
+        "tools": _digest(_json({"agent": domain.agent_tools(), "user": domain.user_tools()})),
+        "tasks": _digest(_json([_task(domain, t) for t in domain.task_ids()])),
+    }
+    database = getattr(domain, "database_json", None)
+    if callable(database):
+        parts["db"] = _digest(database())
+    return {part: parts[part] for part in PARTS if part in parts}
+
+
+def run_digests(names: list[str]) -> dict[str, dict[str, str]]:
+    """The digest of each of a run's domains (by registry name), as loaded now."""
+    from passhat.domains.registry import get_domain
+
+    return {name: domain_digest(get_domain(name)) for name in names}
+
+
+def digest_line(digests: dict[str, str]) -> str:
+    """A domain's digest as reports show it: "policy 1a2b3c4d tools ... tasks ..."."""
+    return " ".join(f"{part} {value[:8]}" for part, value in digests.items())
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _digest(text: str) -> str:
+    return stable_hash(text)[:16]
+
+
+def _task(domain: Any, task_id: str) -> Any:
+    # A tau2 task whole (its initial state and evaluation criteria included), where the
+    # domain has one; else the task as passhat's contracts describe it.
+    tau2_task = getattr(domain, "tau2_task", None)
+    task = tau2_task(task_id) if callable(tau2_task) else domain.task(task_id)
+    return task.model_dump(mode="json")
