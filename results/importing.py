@@ -170,7 +170,16 @@ def _merged_config(run_id: str, files) -> RunConfig:  # noqa: ANN001 - ResultsFi
         user_args=first.user_args,
         max_steps=first.max_steps,
         max_errors=first.max_errors,
+        # Named by passhat's own export: kept when every file names the same.
+        tau2_version=_same(f.tau2_version for f in files),
+        tau2_data=_same(f.tau2_data for f in files),
     )
+
+
+def _same(values) -> Any:  # noqa: ANN001 - an iterable
+    """The one value all give, or None."""
+    distinct = set(values)
+    return distinct.pop() if len(distinct) == 1 else None
 
 
 def _trial_values(trial_id: str, f, record) -> dict[str, Any]:  # noqa: ANN001 - ResultsFile, TrialRecord

@@ -94,6 +94,9 @@ class ResultsFile:
     max_steps: int
     max_errors: int
     records: list[TrialRecord]
+    # The tau2 version and data digest passhat's own export names (None: not named).
+    tau2_version: str | None = None
+    tau2_data: str | None = None
 
 
 def trial_record(row, steps) -> TrialRecord:  # noqa: ANN001 - a TrialRow, its StepRows

@@ -6,6 +6,7 @@ tau2 is imported inside functions only (it takes seconds to import).
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -80,6 +81,7 @@ def read_tau2(where: str, data: dict[str, Any]) -> ResultsFile:
         max_steps=info.max_steps,
         max_errors=info.max_errors,
         records=records,
+        **_passhat_tau2(info.git_commit),
     )
 
 
@@ -175,3 +177,14 @@ def _parse_time(value: str | None) -> datetime | None:
         return aware(datetime.fromisoformat(value))
     except ValueError:
         return None
+
+
+# passhat's export names the tau2 a run was made with in the free-text version field
+# (results.exporting): "passhat 0.1.0; tau2 26.3.0, data 752ff3b18fa100b6".
+_PASSHAT_TAU2 = re.compile(r"^passhat [^;]+; tau2 (\d[\w.+-]*)(?:, data ([0-9a-f]+))?$")
+
+
+def _passhat_tau2(version_field: str | None) -> dict[str, str | None]:
+    """The tau2 version and data digest of passhat's own export; {} for other files."""
+    match = _PASSHAT_TAU2.match(version_field or "")
+    return {"tau2_version": match.group(1), "tau2_data": match.group(2)} if match else {}

@@ -67,6 +67,7 @@ def test_run_json_prints_exactly_one_object(env):
         "agent_model": "scripted/oracle", "user_model": "scripted/oracle", "domain": "airline",
         "tasks": 2, "trials": 4, "evaluable": 4, "avg_reward": 1.0,
         "pass_hat_k": {"1": 1.0, "2": 1.0}, "pass_at_k": {"1": 1.0, "2": 1.0},
+        "pass_hat_k_leaderboard": None,  # set only when some trial is not evaluable
     }
     report = passhat("report", "cli-json", "--output", "json", env=env)
     assert report.returncode == 0, report.stderr
