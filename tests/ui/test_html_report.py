@@ -83,5 +83,7 @@ async def test_html_report_in_a_browser(client, sqlite_store, tmp_path):
         assert a.size == b.size
         diff = ImageChops.difference(a.convert("RGB"), b.convert("RGB")).convert("L")
         changed = sum(1 for v in diff.getdata() if v > 16) / (a.size[0] * a.size[1])
-    assert changed > 0.05, f"the report's screenshot differs from a blank page in {changed:.1%} of pixels"
+    # Ink, not layout: a blank or unstyled-empty page changes ~0%; the report's text, table
+    # and (pale-banded) plot change a few percent of the first screen.
+    assert changed > 0.02, f"the report's screenshot differs from a blank page in {changed:.1%} of pixels"
 
