@@ -157,17 +157,21 @@ def domain_dir(name: str) -> Path | None:
 def data_digest(domains: list[str]) -> str | None:
     """A digest of the data files of tau2's `domains` (tasks, splits, databases,
     policies): what a run measured besides the code. sha256 over each file's path
-    (relative to the data folder) and bytes, in path order."""
+    (relative to the data folder) and bytes, in path order; None when there are none."""
     base = data_dir()
     if base is None:
         return None
     digest = hashlib.sha256()
+    files = 0
     for name in sorted(set(domains)):
         folder = base / "tau2" / "domains" / name
         for path in sorted(p for p in folder.rglob("*") if p.is_file() and _is_data(p)):
             digest.update(str(path.relative_to(base)).encode() + b"\0")
             digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+            files += 1
+    # None, not the digest of nothing, for domains with no tau2 data (a plugin's own):
+    # their data is in the run's domain digests.
+    return digest.hexdigest()[:16] if files else None
 
 
 def _is_data(path: Path) -> bool:

@@ -36,3 +36,4 @@ def test_data_digest_names_the_data_a_run_measured():
     both = data_digest(["airline", "mock"])
     assert both is not None and both == data_digest(["mock", "airline"])
     assert both != data_digest(["mock"])
+    assert data_digest(["a_plugin_domain_with_no_tau2_data"]) is None
