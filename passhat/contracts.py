@@ -265,8 +265,9 @@ class TrialSettings(BaseModel):
         return []
 
 
-# RunConfig fields passhat began to record after runs already existed: a stored run
-# without them (None) was made on tau2 26.3, the only tau2 passhat ran on before.
+# RunConfig fields passhat began to record after runs already existed. A stored run
+# without a tau2_version was made on tau2 26.3, the only tau2 passhat ran on before;
+# tau2_data is also None for a run whose domains have no tau2 data (plugins' own).
 RECORDED_LATER = ("tau2_version", "tau2_data", "judge_model")
 
 # What RunConfig.domain_digests holds per domain (domains/digest.py), in the order a
