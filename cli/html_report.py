@@ -13,7 +13,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from passhat.cli import plots
-from passhat.cli.render import error_words, leaderboard_line, trial_links
+from passhat.cli.render import error_words, trial_links
+from passhat.cli.report_text import leaderboard_line
 from passhat.contracts import DEFAULT_AGENT, Message, outcome_label, trial_workflow_id
 from passhat.results.report import ACROSS_VERSIONS_NOTE, MISSING, REWARD_PARTS, GroupReport, Report, RunReport
 

@@ -124,7 +124,7 @@ def report(
     failure taxonomy and paired comparisons, from the results store; partial runs
     report the trials they finished and say what is missing."""
     from passhat.cli.plots import PLOT_SUFFIXES
-    from passhat.cli.render import GROUPINGS, OUTPUTS
+    from passhat.cli.report_text import GROUPINGS, OUTPUTS
     from passhat.results.report import build_report
 
     if output not in OUTPUTS:
@@ -174,15 +174,15 @@ TABLE_WIDTH = 80
 
 
 def _write_report(store, result, output: str, by: str, out: str | None) -> None:  # noqa: ANN001 - a Store, a Report
-    from passhat.cli import render
+    from passhat.cli import report_text
 
     if output == "table":
         if out is None:
-            render.report_table(result, by, out_console if out_console.is_terminal
+            report_text.report_table(result, by, out_console if out_console.is_terminal
                                 else Console(width=TABLE_WIDTH, soft_wrap=False))
             return
         with open(out, "w") as f:
-            render.report_table(result, by, Console(file=f, width=TABLE_WIDTH))
+            report_text.report_table(result, by, Console(file=f, width=TABLE_WIDTH))
         return
     if output == "html":
         from passhat.cli import html_report
@@ -197,9 +197,9 @@ def _write_report(store, result, output: str, by: str, out: str | None) -> None:
     elif output == "json":
         text = result.model_dump_json(indent=1) + "\n"
     elif output == "csv":
-        text = render.report_csv(result, by)
+        text = report_text.report_csv(result, by)
     else:
-        text = render.report_markdown(result, by)
+        text = report_text.report_markdown(result, by)
     if out is None:
         sys.stdout.write(text)
     else:

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from passhat.cli import render
+from passhat.cli import report_text
 from passhat.results.report import Report, build_report
 from passhat.infra.store import Store
 from passhat.infra.temporal_server import connect
@@ -86,7 +86,7 @@ def test_json_follows_the_schema(runs, env):
 def test_table_fits_80_columns(runs):
     for by in ("model", "task"):
         console = Console(width=80, file=io.StringIO(), record=True, color_system=None)
-        render.report_table(report_of(runs, runs.sweep, runs.other), by, console)
+        report_text.report_table(report_of(runs, runs.sweep, runs.other), by, console)
         text = console.export_text()
         assert max(map(len, text.splitlines())) <= 80, text
         assert "…" not in text, text
