@@ -47,6 +47,16 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+def store_rows(store: Store) -> dict[str, list]:
+    """Every row of the results store's tables, to show that a refused command changed
+    nothing."""
+    from sqlalchemy import text
+
+    with store.engine.connect() as conn:
+        return {t: [tuple(r) for r in conn.execute(text(f"SELECT * FROM {t} ORDER BY 1"))]
+                for t in ("runs", "trials", "steps", "task_results", "run_tasks")}
+
+
 def make_config(run_id="r1", **overrides) -> RunConfig:
     fields = {
         "agent_models": ["agent-m"],

@@ -9,7 +9,6 @@ The plugins are modules in tests/plugin_modules, put on PYTHONPATH as a user wou
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,8 @@ from passhat.contracts import TASK_QUEUE, plugin_task_queue
 from passhat.domains import plugins as plugin_loading
 from passhat.infra.store import Store
 from passhat.infra.temporal_server import connect
-from passhat.testing.harness import Passhat, stopping_workers, until
+from passhat.testing.harness import Passhat, passhat, stopping_workers, until
+from tests.helpers import one_error_line, store_rows
 
 MODULES = Path(__file__).parents[1] / "plugin_modules"
 RUN = ("--domain", "plugged", "--task", "create_task_1", "--task", "update_task_1",
@@ -30,14 +30,6 @@ RUN = ("--domain", "plugged", "--task", "create_task_1", "--task", "update_task_
 def ph(temporal_server, tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(MODULES))
     yield from stopping_workers(Passhat(tmp_path / "home", temporal_server.address))
-
-
-def one_error_line(result: subprocess.CompletedProcess) -> str:
-    assert result.returncode == 2, result.stdout + result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.stderr
-    return lines[0]
 
 
 def test_a_plugin_that_does_not_import_is_one_line_and_nothing_is_recorded(ph):
@@ -79,12 +71,71 @@ def test_a_run_is_served_only_by_workers_with_its_plugins(ph):
         rewards = [t.reward for t in store.trials("plugged-1")]
         assert rewards == [1.0] * 4, rewards
         # Every activity of every workflow of the run ran on the worker with the plugin.
-        identities = set()
-        async for wf in client.list_workflows("PasshatRun = 'plugged-1'"):
-            history = await client.get_workflow_handle(wf.id).fetch_history()
-            identities |= {e.activity_task_started_event_attributes.identity for e in history.events
-                           if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED}
+        identities = await activity_workers(client, "plugged-1")
         assert identities and all(i.startswith(f"{with_plugin.pid}@") for i in identities), identities
+
+    asyncio.run(check())
+
+
+async def activity_workers(client, run_id: str) -> set[str]:  # noqa: ANN001
+    """The identities ("pid@host") of the workers that ran any activity of the run."""
+    identities = set()
+    async for wf in client.list_workflows(f"PasshatRun = '{run_id}'"):
+        history = await client.get_workflow_handle(wf.id).fetch_history()
+        identities |= {e.activity_task_started_event_attributes.identity for e in history.events
+                       if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED}
+    return identities
+
+
+def test_resume_keeps_the_runs_plugins_and_its_queue(ph):
+    """A plugin run, stopped before any work (no worker with its plugin), is resumed.
+    Without the plugin importable: one line naming the run and the module. With a
+    --plugin set other than the recorded one (another module added, or a module that
+    fails to import instead of the run's): refused in one line naming the difference,
+    before anything is imported, and nothing recorded changes. With the same set, or
+    with no --plugin at all, the run goes on on its plugin set's queue, served by the
+    resuming process, while a worker without plugins (polling the plain queue) takes
+    none of it."""
+    async def check() -> None:
+        store = Store(ph.db_url)
+        client = await connect(ph.temporal_address)
+        queue = plugin_task_queue(["plugged_mock"])
+        started = ph.cli("run", "--plugin", "plugged_mock", *RUN, "--run-id", "again", "--detach")
+        assert started.returncode == 0, started.stderr
+        assert ph.cli("cancel", "again").returncode == 0
+        before = store_rows(store)
+        assert store.get_run("again").status == "cancelled"
+
+        no_path = {k: v for k, v in ph.env().items() if k != "PYTHONPATH"}
+        assert one_error_line(passhat("resume", "again", env=no_path)) == (
+            "error: run again needs plugin plugged_mock, which does not import here: ModuleNotFoundError: "
+            "No module named 'plugged_mock'; put its folder on PYTHONPATH (or install it) and resume again")
+        refusal = ("error: run again was started with plugins plugged_mock and keeps them; --plugin names "
+                   "another set ({}): resume it without --plugin (its plugins are imported anyway), or "
+                   "start a new --run-id with the other set")
+        line = one_error_line(ph.cli("resume", "again", "--plugin", "plugged_mock", "--plugin", "home_internet"))
+        assert line == refusal.format("adds home_internet")
+        # broken_plugin would fail as it imports: the refusal comes first
+        line = one_error_line(ph.cli("resume", "again", "--plugin", "broken_plugin"))
+        assert line == refusal.format("adds broken_plugin; leaves out plugged_mock")
+        assert store_rows(store) == before
+        assert (await client.get_workflow_handle("again").describe()).status.name == "TERMINATED"
+
+        # The same set, detached: the run's workflow is back on the plugin set's queue.
+        plain = ph.start_worker()
+        await plain.ready()
+        resumed = ph.cli("resume", "again", "--plugin", "plugged_mock", "--detach")
+        assert resumed.returncode == 0, resumed.stderr
+        assert "`passhat worker --plugin plugged_mock`" in resumed.stderr
+        assert (await client.get_workflow_handle("again").describe()).task_queue == queue
+        # No --plugin: this process imports the recorded plugin and serves the queue.
+        served = ph.cli("resume", "again", "--output", "json", timeout=300)
+        assert served.returncode == 0, served.stderr
+        assert store.get_run("again").status == "completed"
+        assert [t.reward for t in store.trials("again")] == [1.0] * 4
+        workers = await activity_workers(client, "again")
+        assert workers and not any(w.startswith(f"{plain.pid}@") for w in workers), workers
+        assert store.get_run("again").run_config().plugins == ["plugged_mock"]
 
     asyncio.run(check())
 
