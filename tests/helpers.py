@@ -12,6 +12,11 @@ from passhat.contracts import Message, RunConfig, TaskUnit
 from passhat.infra.store import Store
 from passhat.testing.harness import free_port
 
+# Plugin modules of the tests (passhat.domains.plugins), on the import path as a user's
+# PYTHONPATH puts theirs; the agents registered by TEST_AGENTS are in its docstring.
+PLUGIN_MODULES = Path(__file__).resolve().parent / "plugin_modules"
+TEST_AGENTS = "passhat_test_agents"
+
 # A custom task (tau2's task format) that airline accepts.
 VALID_TASK = {
     "id": "t1",

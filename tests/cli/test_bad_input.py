@@ -21,7 +21,7 @@ import pytest
 
 from passhat.infra.store import Store
 from passhat.testing.harness import passhat
-from tests.helpers import VALID_TASK, store_rows
+from tests.helpers import PLUGIN_MODULES, VALID_TASK, store_rows
 from tests.fixtures_temporal import free_port
 
 AGENTS = ("--agent-model", "scripted/oracle", "--user-model", "scripted/oracle")
@@ -385,7 +385,7 @@ def test_attaching_after_the_domain_changed_is_refused_naming_what_changed(tempo
     import shutil
 
     modules = tmp_path / "modules"
-    shutil.copytree(Path(__file__).parents[1] / "plugin_modules" / "home_internet", modules / "home_internet")
+    shutil.copytree(PLUGIN_MODULES / "home_internet", modules / "home_internet")
     home = tmp_path / "home"
     env = {**os.environ, "PASSHAT_HOME": str(home), "TEMPORAL_ADDRESS": temporal_server.address,
            "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(modules)}

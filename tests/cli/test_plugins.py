@@ -9,7 +9,6 @@ The plugins are modules in tests/plugin_modules, put on PYTHONPATH as a user wou
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import EventType
@@ -19,16 +18,15 @@ from passhat.domains import plugins as plugin_loading
 from passhat.infra.store import Store
 from passhat.infra.temporal_server import connect
 from passhat.testing.harness import Passhat, passhat, stopping_workers, until
-from tests.helpers import one_error_line, store_rows
+from tests.helpers import PLUGIN_MODULES, one_error_line, store_rows
 
-MODULES = Path(__file__).parents[1] / "plugin_modules"
 RUN = ("--domain", "plugged", "--task", "create_task_1", "--task", "update_task_1",
        "--agent-model", "scripted/oracle", "--user-model", "scripted/oracle", "--trials", "2")
 
 
 @pytest.fixture
 def ph(temporal_server, tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", str(MODULES))
+    monkeypatch.setenv("PYTHONPATH", str(PLUGIN_MODULES))
     yield from stopping_workers(Passhat(tmp_path / "home", temporal_server.address))
 
 
