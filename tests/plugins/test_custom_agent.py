@@ -5,7 +5,6 @@ model calls go through passhat's model-call path."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from passhat.cli.run_options import UserInputError
