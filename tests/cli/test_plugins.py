@@ -9,6 +9,7 @@ The plugins are modules in tests/plugin_modules, put on PYTHONPATH as a user wou
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from temporalio.api.enums.v1 import EventType
@@ -175,3 +176,31 @@ def test_a_tau2_contract_domain_with_user_tools_and_sync_tools_runs_end_to_end(p
     answers = [m for step in store.steps(down.trial_id) for m in step.message_list()
                if m.role == "tool" and m.requestor == "user"]
     assert [m.content for m in answers] == ["The router restarted", "1000 Mbps"], answers
+
+
+def test_a_domain_of_passhats_own_protocol_from_a_plugin_runs_end_to_end(ph):
+    """tests/plugin_modules/refund_desk: a domain that is not tau2's (passhat's Domain
+    protocol, registered with passhat.domains.register_domain). `domains` and `tasks`
+    list it, `domains check` finds its evaluations sound, and a run scores it with the
+    domain's own scoring, its write tool changing the order book."""
+    listed = ph.cli("domains", "--plugin", "refund_desk")
+    assert listed.returncode == 0 and "refund_desk\t2 tasks" in listed.stdout, listed.stdout + listed.stderr
+    tasks = ph.cli("tasks", "refund_desk", "--plugin", "refund_desk")
+    assert [line.split("\t")[0] for line in tasks.stdout.splitlines()] == ["refund_kettle", "blender_not_delivered"]
+    checked = ph.cli("domains", "check", "refund_desk", "--plugin", "refund_desk")
+    assert checked.returncode == 0 and "2 task(s) checked, 0 with findings" in checked.stdout, checked.stdout
+
+    result = ph.cli("run", "--plugin", "refund_desk", "--domain", "refund_desk",
+                    "--agent-model", "scripted/oracle", "--user-model", "scripted/oracle",
+                    "--trials", "2", "--run-id", "refunds", timeout=300)
+    assert result.returncode == 0, result.stderr
+    store = Store(ph.db_url)
+    config = store.get_run("refunds").run_config()
+    assert config.plugins == ["refund_desk"] and config.tau2_data is None
+    assert set(config.domain_digests["refund_desk"]) == {"policy", "tools", "db", "tasks"}
+    trials = store.trials("refunds")
+    assert sorted(t.task_id for t in trials) == sorted(["refund_kettle", "blender_not_delivered"] * 2)
+    assert [t.reward for t in trials] == [1.0] * 4, [(t.task_id, t.reward, t.error) for t in trials]
+    kettle = next(t for t in trials if t.task_id == "refund_kettle")
+    answers = [m.content for step in store.steps(kettle.trial_id) for m in step.message_list() if m.role == "tool"]
+    assert [json.loads(a)["status"] for a in answers] == ["delivered", "refunded"], answers
