@@ -77,7 +77,7 @@ def resume(
     detach: bool = typer.Option(False, "--detach", help="Restart the run and return; a `passhat worker` must be running."),
     output: str = typer.Option("table", "--output", "-o", help="table or json."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", metavar="USD", help="A new budget for the run (all it has recorded counts toward it); default: the budget it was started with, if any."),
-    plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help="Import this module too (the run's own plugins are imported anyway)."),
+    plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help="Not needed: the run's recorded plugins are imported, and its work stays on their task queue. If given, it must name the same set (a run keeps its plugins; see docs/plugins.md)."),
 ) -> None:
     """Finish an interrupted run: only unfinished and not-evaluable trials run again;
     scored trials and recorded steps are kept as they are."""
@@ -85,9 +85,9 @@ def resume(
     row = existing_run(open_store(), run_id)
     _refuse_imported(row, "resume")
     config = row.run_config()
-    from passhat.domains.plugins import load_plugins
+    from passhat.domains.plugins import load_run_plugins
 
-    load_plugins([*config.plugins, *plugin])
+    load_run_plugins(run_id, config.plugins, plugin)
     if config.domain_digests is not None:
         # The domains as they are now: start_run refuses the run if they changed.
         from passhat.domains.digest import run_digests

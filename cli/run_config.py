@@ -213,11 +213,11 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     for model in agent_models:
         check_model(model, "--agent-model")
     check_model(options.user_model, "--user-model")
-    agent, agent_prompt = _agent(options)
     provider_limits = parse_provider_limits(options.rate_limits, options.max_concurrent,
                                             models=[*agent_models, options.user_model])
     plugins = run_plugins(options.plugins)
-    load_plugins(plugins)  # before the domains: a plugin may register them
+    load_plugins(plugins)  # before the agent and the domains: a plugin may register them
+    agent, agent_prompt = _agent(options)
     per_domain: dict[str, list[str]] = {}
     for domain_name in dict.fromkeys(domains):
         try:

@@ -60,4 +60,15 @@ def _task(domain: Any, task_id: str) -> Any:
     # domain has one; else the task as passhat's contracts describe it.
     tau2_task = getattr(domain, "tau2_task", None)
     task = tau2_task(task_id) if callable(tau2_task) else domain.task(task_id)
-    return task.model_dump(mode="json")
+    return _without_load_times(task.model_dump(mode="json"))
+
+
+def _without_load_times(task: dict) -> dict:
+    """The task without the timestamps of its initial conversation that its file leaves
+    out: tau2 stamps those messages with the time the task was loaded, which differs in
+    every process, and a digest that changed with it would refuse every resume."""
+    history = (task.get("initial_state") or {}).get("message_history")
+    if not history:
+        return task
+    stripped = [{k: v for k, v in m.items() if k != "timestamp"} for m in history]
+    return {**task, "initial_state": {**task["initial_state"], "message_history": stripped}}

@@ -23,7 +23,11 @@ _lock = threading.RLock()
 
 class PluginError(Exception):
     """A plugin did not import (or its function failed); the message is one line naming
-    the plugin and the error's last line."""
+    the plugin and the error's last line (`reason`, where a module failed)."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def entry_point_plugins() -> list[str]:
@@ -47,6 +51,41 @@ def load_plugins(modules: list[str]) -> None:
         _load(spec)
 
 
+def load_run_plugins(run_id: str, recorded: list[str], given: list[str]) -> None:
+    """Import the plugins of a recorded run that is being continued (`resume`), whose
+    work goes to its plugin set's task queue as recorded.
+
+    `given` (resume's --plugin) may only repeat the recorded set: a different one is
+    refused, naming the difference, before anything is imported or recorded. Applying it
+    instead would move the run to another queue, yet a run whose workflow is still open
+    keeps its queue (resume attaches to it), the trials it already started keep theirs,
+    and the plugins are part of the run's identity (its fingerprint): the same run id
+    would then hold work done by two different plugin sets. A run with other plugins is
+    a new run, with a new --run-id.
+
+    A recorded plugin that does not import here is one line naming it and the run."""
+    if given and run_plugins(given) != run_plugins(recorded):
+        asked, wanted = run_plugins(given), run_plugins(recorded)
+        added = [p for p in asked if p not in wanted]
+        left_out = [p for p in wanted if p not in asked]
+        difference = "; ".join([*([f"adds {', '.join(added)}"] if added else []),
+                                *([f"leaves out {', '.join(left_out)}"] if left_out else [])])
+        started = f"with plugins {', '.join(recorded)}" if recorded else "without plugins"
+        raise PluginError(
+            f"run {run_id} was started {started} and keeps them; --plugin names another set "
+            f"({difference}): resume it without --plugin (its plugins are imported anyway), "
+            "or start a new --run-id with the other set")
+    for spec in run_plugins(recorded):
+        try:
+            _load(spec)
+        except PluginError as err:
+            if spec not in recorded or err.reason is None:
+                raise
+            raise PluginError(
+                f"run {run_id} needs plugin {spec}, which does not import here: {err.reason}; "
+                "put its folder on PYTHONPATH (or install it) and resume again") from None
+
+
 def loaded_plugins() -> list[str]:
     with _lock:
         return sorted(_loaded)
@@ -65,7 +104,8 @@ def _load(spec: str) -> None:
             if function:
                 getattr(module, function)()
         except Exception as err:  # noqa: BLE001 - any failure of the user's code is one line
-            raise PluginError(f"plugin {spec} failed to import: {last_line(err)}") from None
+            reason = last_line(err)
+            raise PluginError(f"plugin {spec} failed to import: {reason}", reason) from None
         _loaded.add(spec)
 
 

@@ -53,8 +53,8 @@ def agent_class(name: str) -> type:
     if name not in registry.get_agents():
         raise AgentSetupError(
             f"unknown --agent {name!r}; tau2's agent registry has: {', '.join(runnable_agents())} "
-            "(an agent of your own is registered by the module that defines it: "
-            "registry.register_agent(MyAgent, NAME))"
+            "(an agent of your own is registered by the module that defines it, with "
+            "registry.register_agent(MyAgent, NAME); name that module with --plugin MODULE)"
         )
     cls = registry.get_agent_constructor(name)
     if _is_solo(cls):

@@ -12,6 +12,11 @@ from passhat.contracts import Message, RunConfig, TaskUnit
 from passhat.infra.store import Store
 from passhat.testing.harness import free_port
 
+# Plugin modules of the tests (passhat.domains.plugins), on the import path as a user's
+# PYTHONPATH puts theirs; the agents registered by TEST_AGENTS are in its docstring.
+PLUGIN_MODULES = Path(__file__).resolve().parent / "plugin_modules"
+TEST_AGENTS = "passhat_test_agents"
+
 # A custom task (tau2's task format) that airline accepts.
 VALID_TASK = {
     "id": "t1",
@@ -45,6 +50,16 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     return lines[0]
+
+
+def store_rows(store: Store) -> dict[str, list]:
+    """Every row of the results store's tables, to show that a refused command changed
+    nothing."""
+    from sqlalchemy import text
+
+    with store.engine.connect() as conn:
+        return {t: [tuple(r) for r in conn.execute(text(f"SELECT * FROM {t} ORDER BY 1"))]
+                for t in ("runs", "trials", "steps", "task_results", "run_tasks")}
 
 
 def make_config(run_id="r1", **overrides) -> RunConfig:

@@ -18,14 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from passhat.infra.store import Store
 from passhat.testing.harness import passhat
-from tests.helpers import VALID_TASK
+from tests.helpers import PLUGIN_MODULES, VALID_TASK, store_rows
 from tests.fixtures_temporal import free_port
 
-TABLES = ("runs", "trials", "steps", "task_results")
 AGENTS = ("--agent-model", "scripted/oracle", "--user-model", "scripted/oracle")
 RUN = ("run", "--domain", "airline", *AGENTS)
 
@@ -328,12 +326,6 @@ def assert_clean_refusal(out: Outcome, fragment: str, code: int = 2) -> None:
     assert fragment in lines[0], stderr
 
 
-def rows(store: Store) -> dict[str, list]:
-    with store.engine.connect() as conn:
-        return {t: [tuple(r) for r in conn.execute(text(f"SELECT * FROM {t} ORDER BY 1"))]
-                for t in TABLES}
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input_is_refused_cleanly(case: Case, outcomes):
     out = outcomes[case.id].result()
@@ -350,7 +342,7 @@ def test_bad_input_is_refused_cleanly(case: Case, outcomes):
         store = Store(f"sqlite:///{db}")
         try:
             assert store.get_run(case.id) is None
-            assert all(r == [] for r in rows(store).values()), rows(store)
+            assert all(r == [] for r in store_rows(store).values()), store_rows(store)
         finally:
             store.close()
 
@@ -365,7 +357,7 @@ def test_reusing_a_run_id_with_another_configuration_is_refused(temporal_server,
     assert first.returncode == 0, first.stderr
     store = Store(f"sqlite:///{home / 'results.db'}")
     try:
-        before = rows(store)
+        before = store_rows(store)
         assert len(before["runs"]) == 1 and len(before["trials"]) == 1 and before["steps"]
 
         second = passhat(*RUN, "--task", "5", "--trials", "2", "--run-id", "reused", env=env)
@@ -380,7 +372,7 @@ def test_reusing_a_run_id_with_another_configuration_is_refused(temporal_server,
             Outcome(budget, 0.0, home, {}),
             "run reused exists with no budget; `passhat resume reused --max-cost USD` continues it with another",
         )
-        assert rows(store) == before  # the original run is untouched
+        assert store_rows(store) == before  # the original run is untouched
     finally:
         store.close()
 
@@ -393,7 +385,7 @@ def test_attaching_after_the_domain_changed_is_refused_naming_what_changed(tempo
     import shutil
 
     modules = tmp_path / "modules"
-    shutil.copytree(Path(__file__).parents[1] / "plugin_modules" / "home_internet", modules / "home_internet")
+    shutil.copytree(PLUGIN_MODULES / "home_internet", modules / "home_internet")
     home = tmp_path / "home"
     env = {**os.environ, "PASSHAT_HOME": str(home), "TEMPORAL_ADDRESS": temporal_server.address,
            "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(modules)}
@@ -414,7 +406,7 @@ def test_attaching_after_the_domain_changed_is_refused_naming_what_changed(tempo
         assert exported.returncode == 0, exported.stderr
         line = json.loads((tmp_path / "out" / "edited.jsonl").read_text().splitlines()[0])
         assert line["domain_digest"] == digests["home_internet"]
-        before = rows(store)
+        before = store_rows(store)
         policy = modules / "home_internet" / "policy.md"
         original = policy.read_text()
         policy.write_text(original + "- Offer the fiber plan to every caller.\n")
@@ -422,7 +414,7 @@ def test_attaching_after_the_domain_changed_is_refused_naming_what_changed(tempo
                    "restore the domain to go on with this run, or use a new --run-id")
         assert_clean_refusal(Outcome(passhat(*args, env=env), 0.0, home, {}), refusal)
         assert_clean_refusal(Outcome(passhat("resume", "edited", env=env), 0.0, home, {}), refusal)
-        assert rows(store) == before
+        assert store_rows(store) == before
         policy.write_text(original)
         again = passhat(*args, "--output", "json", env=env)
         assert again.returncode == 0, again.stderr

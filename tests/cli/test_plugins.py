@@ -9,8 +9,7 @@ The plugins are modules in tests/plugin_modules, put on PYTHONPATH as a user wou
 from __future__ import annotations
 
 import asyncio
-import subprocess
-from pathlib import Path
+import json
 
 import pytest
 from temporalio.api.enums.v1 import EventType
@@ -19,25 +18,17 @@ from passhat.contracts import TASK_QUEUE, plugin_task_queue
 from passhat.domains import plugins as plugin_loading
 from passhat.infra.store import Store
 from passhat.infra.temporal_server import connect
-from passhat.testing.harness import Passhat, stopping_workers, until
+from passhat.testing.harness import Passhat, passhat, stopping_workers, until
+from tests.helpers import PLUGIN_MODULES, one_error_line, store_rows
 
-MODULES = Path(__file__).parents[1] / "plugin_modules"
 RUN = ("--domain", "plugged", "--task", "create_task_1", "--task", "update_task_1",
        "--agent-model", "scripted/oracle", "--user-model", "scripted/oracle", "--trials", "2")
 
 
 @pytest.fixture
 def ph(temporal_server, tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", str(MODULES))
+    monkeypatch.setenv("PYTHONPATH", str(PLUGIN_MODULES))
     yield from stopping_workers(Passhat(tmp_path / "home", temporal_server.address))
-
-
-def one_error_line(result: subprocess.CompletedProcess) -> str:
-    assert result.returncode == 2, result.stdout + result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.stderr
-    return lines[0]
 
 
 def test_a_plugin_that_does_not_import_is_one_line_and_nothing_is_recorded(ph):
@@ -79,12 +70,71 @@ def test_a_run_is_served_only_by_workers_with_its_plugins(ph):
         rewards = [t.reward for t in store.trials("plugged-1")]
         assert rewards == [1.0] * 4, rewards
         # Every activity of every workflow of the run ran on the worker with the plugin.
-        identities = set()
-        async for wf in client.list_workflows("PasshatRun = 'plugged-1'"):
-            history = await client.get_workflow_handle(wf.id).fetch_history()
-            identities |= {e.activity_task_started_event_attributes.identity for e in history.events
-                           if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED}
+        identities = await activity_workers(client, "plugged-1")
         assert identities and all(i.startswith(f"{with_plugin.pid}@") for i in identities), identities
+
+    asyncio.run(check())
+
+
+async def activity_workers(client, run_id: str) -> set[str]:  # noqa: ANN001
+    """The identities ("pid@host") of the workers that ran any activity of the run."""
+    identities = set()
+    async for wf in client.list_workflows(f"PasshatRun = '{run_id}'"):
+        history = await client.get_workflow_handle(wf.id).fetch_history()
+        identities |= {e.activity_task_started_event_attributes.identity for e in history.events
+                       if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED}
+    return identities
+
+
+def test_resume_keeps_the_runs_plugins_and_its_queue(ph):
+    """A plugin run, stopped before any work (no worker with its plugin), is resumed.
+    Without the plugin importable: one line naming the run and the module. With a
+    --plugin set other than the recorded one (another module added, or a module that
+    fails to import instead of the run's): refused in one line naming the difference,
+    before anything is imported, and nothing recorded changes. With the same set, or
+    with no --plugin at all, the run goes on on its plugin set's queue, served by the
+    resuming process, while a worker without plugins (polling the plain queue) takes
+    none of it."""
+    async def check() -> None:
+        store = Store(ph.db_url)
+        client = await connect(ph.temporal_address)
+        queue = plugin_task_queue(["plugged_mock"])
+        started = ph.cli("run", "--plugin", "plugged_mock", *RUN, "--run-id", "again", "--detach")
+        assert started.returncode == 0, started.stderr
+        assert ph.cli("cancel", "again").returncode == 0
+        before = store_rows(store)
+        assert store.get_run("again").status == "cancelled"
+
+        no_path = {k: v for k, v in ph.env().items() if k != "PYTHONPATH"}
+        assert one_error_line(passhat("resume", "again", env=no_path)) == (
+            "error: run again needs plugin plugged_mock, which does not import here: ModuleNotFoundError: "
+            "No module named 'plugged_mock'; put its folder on PYTHONPATH (or install it) and resume again")
+        refusal = ("error: run again was started with plugins plugged_mock and keeps them; --plugin names "
+                   "another set ({}): resume it without --plugin (its plugins are imported anyway), or "
+                   "start a new --run-id with the other set")
+        line = one_error_line(ph.cli("resume", "again", "--plugin", "plugged_mock", "--plugin", "home_internet"))
+        assert line == refusal.format("adds home_internet")
+        # broken_plugin would fail as it imports: the refusal comes first
+        line = one_error_line(ph.cli("resume", "again", "--plugin", "broken_plugin"))
+        assert line == refusal.format("adds broken_plugin; leaves out plugged_mock")
+        assert store_rows(store) == before
+        assert (await client.get_workflow_handle("again").describe()).status.name == "TERMINATED"
+
+        # The same set, detached: the run's workflow is back on the plugin set's queue.
+        plain = ph.start_worker()
+        await plain.ready()
+        resumed = ph.cli("resume", "again", "--plugin", "plugged_mock", "--detach")
+        assert resumed.returncode == 0, resumed.stderr
+        assert "`passhat worker --plugin plugged_mock`" in resumed.stderr
+        assert (await client.get_workflow_handle("again").describe()).task_queue == queue
+        # No --plugin: this process imports the recorded plugin and serves the queue.
+        served = ph.cli("resume", "again", "--output", "json", timeout=300)
+        assert served.returncode == 0, served.stderr
+        assert store.get_run("again").status == "completed"
+        assert [t.reward for t in store.trials("again")] == [1.0] * 4
+        workers = await activity_workers(client, "again")
+        assert workers and not any(w.startswith(f"{plain.pid}@") for w in workers), workers
+        assert store.get_run("again").run_config().plugins == ["plugged_mock"]
 
     asyncio.run(check())
 
@@ -126,3 +176,31 @@ def test_a_tau2_contract_domain_with_user_tools_and_sync_tools_runs_end_to_end(p
     answers = [m for step in store.steps(down.trial_id) for m in step.message_list()
                if m.role == "tool" and m.requestor == "user"]
     assert [m.content for m in answers] == ["The router restarted", "1000 Mbps"], answers
+
+
+def test_a_domain_of_passhats_own_protocol_from_a_plugin_runs_end_to_end(ph):
+    """tests/plugin_modules/refund_desk: a domain that is not tau2's (passhat's Domain
+    protocol, registered with passhat.domains.register_domain). `domains` and `tasks`
+    list it, `domains check` finds its evaluations sound, and a run scores it with the
+    domain's own scoring, its write tool changing the order book."""
+    listed = ph.cli("domains", "--plugin", "refund_desk")
+    assert listed.returncode == 0 and "refund_desk\t2 tasks" in listed.stdout, listed.stdout + listed.stderr
+    tasks = ph.cli("tasks", "refund_desk", "--plugin", "refund_desk")
+    assert [line.split("\t")[0] for line in tasks.stdout.splitlines()] == ["refund_kettle", "blender_not_delivered"]
+    checked = ph.cli("domains", "check", "refund_desk", "--plugin", "refund_desk")
+    assert checked.returncode == 0 and "2 task(s) checked, 0 with findings" in checked.stdout, checked.stdout
+
+    result = ph.cli("run", "--plugin", "refund_desk", "--domain", "refund_desk",
+                    "--agent-model", "scripted/oracle", "--user-model", "scripted/oracle",
+                    "--trials", "2", "--run-id", "refunds", timeout=300)
+    assert result.returncode == 0, result.stderr
+    store = Store(ph.db_url)
+    config = store.get_run("refunds").run_config()
+    assert config.plugins == ["refund_desk"] and config.tau2_data is None
+    assert set(config.domain_digests["refund_desk"]) == {"policy", "tools", "db", "tasks"}
+    trials = store.trials("refunds")
+    assert sorted(t.task_id for t in trials) == sorted(["refund_kettle", "blender_not_delivered"] * 2)
+    assert [t.reward for t in trials] == [1.0] * 4, [(t.task_id, t.reward, t.error) for t in trials]
+    kettle = next(t for t in trials if t.task_id == "refund_kettle")
+    answers = [m.content for step in store.steps(kettle.trial_id) for m in step.message_list() if m.role == "tool"]
+    assert [json.loads(a)["status"] for a in answers] == ["delivered", "refunded"], answers

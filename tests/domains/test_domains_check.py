@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 
 from passhat.testing.harness import passhat
+from tests.helpers import PLUGIN_MODULES
 
 ROOT = Path(__file__).parents[2]
 EXAMPLES = ROOT / "examples"
-MODULES = ROOT / "tests" / "plugin_modules"
 
 
 @pytest.fixture
 def env(tmp_path):
     e = dict(os.environ, PASSHAT_HOME=str(tmp_path / "home"), LITELLM_LOCAL_MODEL_COST_MAP="True",
-             PYTHONPATH=f"{EXAMPLES}{os.pathsep}{MODULES}")
+             PYTHONPATH=f"{EXAMPLES}{os.pathsep}{PLUGIN_MODULES}")
     return e
 
 

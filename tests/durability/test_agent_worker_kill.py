@@ -2,8 +2,9 @@
 while agent turns are calling their model, and no completed turn runs twice.
 
 As tests/durability/test_worker_kill.py, with passhat as real processes (`run --detach`,
-`passhat worker`) on the scripted oracle over loopback HTTP; the processes import the
-test agents as a plugin would be imported (agents_env). The model holds only the agent's
+`passhat worker`) on the scripted oracle over loopback HTTP. The agent comes from a
+plugin (tests/plugin_modules/passhat_test_agents.py): the run is started with `--plugin`,
+and the workers are `passhat worker --plugin`. The model holds only the agent's
 requests when frozen, so at each crash every open trial waits on an agent turn's model
 call. The notes agent writes its turn count (its recorded state) into every request, so
 the server's requests say which turn of which trial each one was."""
@@ -33,30 +34,25 @@ from passhat.testing.harness import (
     until,
 )
 from passhat.testing.scripted_http import http_args, message_text, opening_request, request_key
-from tests.plugins.conftest import agents_env
+from tests.helpers import PLUGIN_MODULES, TEST_AGENTS
 from tests.plugins.notes_model import NotesOracle, is_notes_request, turn_of
 
 RUN_ID = "agent-worker-kill"
 KILLS = 2
 
 
-class AgentsPasshat(Passhat):
-    """passhat processes that import the test agents at start."""
-
-    def env(self) -> dict[str, str]:
-        return agents_env(super().env())
-
-
-# The durability tests' fixtures (conftest.py), with the notes agent's model and processes.
+# The durability tests' fixtures (conftest.py), with the notes agent's model, and
+# processes that can import the plugin (its folder on PYTHONPATH, as a user puts it).
 @pytest.fixture
 def responder():
     return NotesOracle(["airline"], latency=0.3, hold_agent_only=True)
 
 
 @pytest.fixture
-def passhat_procs(fresh_temporal_server, tmp_path):
+def passhat_procs(fresh_temporal_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(PLUGIN_MODULES))
     yield from stopping_workers(
-        AgentsPasshat(home=tmp_path / "home", temporal_address=fresh_temporal_server.address)
+        Passhat(home=tmp_path / "home", temporal_address=fresh_temporal_server.address)
     )
 
 
@@ -85,7 +81,7 @@ async def test_agent_turns_survive_worker_sigkill_without_running_twice(passhat_
     ph, srv = passhat_procs, model_server
     args = json.dumps(http_args(srv.url))
     started = ph.cli(
-        "run", "--domain", "airline", *[a for t in TASKS for a in ("--task", t)],
+        "run", "--plugin", TEST_AGENTS, "--domain", "airline", *[a for t in TASKS for a in ("--task", t)],
         "--agent", "notes_agent", "--agent-model", "openai/oracle", "--user-model", "openai/oracle",
         "--trials", "2", "--concurrency", "4", "--agent-args", args, "--user-args", args,
         "--run-id", RUN_ID, "--detach",
@@ -93,13 +89,13 @@ async def test_agent_turns_survive_worker_sigkill_without_running_twice(passhat_
     assert started.returncode == 0, started.stderr
     store = Store(ph.db_url)
     config = store.get_run(RUN_ID).run_config()
-    assert config.agent == "notes_agent"
+    assert (config.agent, config.plugins) == ("notes_agent", [TEST_AGENTS])
     client = await connect(ph.temporal_address)
     total_calls = sum(model_calls_of(s) for s in trial_specs(config))
     ledger = CallLedger()
     held_turns: list[tuple] = []
 
-    worker = ph.start_worker()
+    worker = ph.start_worker("--plugin", TEST_AGENTS)
     await worker.ready()
     for i in range(1, KILLS + 1):
         target = total_calls * i // (KILLS + 1)
@@ -116,7 +112,7 @@ async def test_agent_turns_survive_worker_sigkill_without_running_twice(passhat_
         ledger.crash(in_flight)
         assert model_steps(store, RUN_ID) == recorded  # the dead worker records nothing more
         responder.thaw()
-        worker = ph.start_worker()
+        worker = ph.start_worker("--plugin", TEST_AGENTS)
         await worker.ready()
 
     await run_result(client, RUN_ID, timeout=300)

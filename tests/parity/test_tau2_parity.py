@@ -24,9 +24,11 @@ differences with their counts, and for each conversation its first differing req
 as a unified diff of the JSON.
 
 A third group runs both with an agent of the user's own instead of tau2's LLM agent:
-`notes_agent` (tests/plugins/passhat_test_agents.py), an LLMAgent subclass with a state
-of its own that it writes into every request, registered with tau2's registry and run as
-`run_tasks(agent="notes_agent")` and `--agent notes_agent`; its tasks are those of the
+`notes_agent` (tests/plugin_modules/passhat_test_agents.py), an LLMAgent subclass with a
+state of its own that it writes into every request, registered with tau2's registry when
+its module is imported; tau2's side imports it as a tau2 user would and runs
+`run_tasks(agent="notes_agent")`, passhat's run loads it as a plugin (`plugins`) and runs
+`--agent notes_agent`; its tasks are those of the
 main selection on which the agent's side does something of its own
 (`test_custom_agent_conversations_match` checks that they occurred).
 
@@ -42,6 +44,7 @@ import asyncio
 import contextlib
 import difflib
 import hashlib
+import importlib
 import json
 import os
 import random
@@ -61,6 +64,7 @@ from passhat.domains.tau2_version import installed_rules
 from passhat.testing import parity_model as pm
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.scripted_http import http_args as passhat_http_args
+from tests.helpers import PLUGIN_MODULES, TEST_AGENTS
 
 DOMAINS = ("airline", "retail", "telecom", "mock")
 MODEL = "openai/parity"
@@ -83,13 +87,16 @@ class Group:
     max_steps: int
     max_errors: int = MAX_ERRORS
     agent: str = "llm_agent"  # a name in tau2's agent registry
+    # Modules of tests/plugin_modules that register the group's agent or domain: tau2's
+    # side imports them, passhat's run is given them as its plugins.
+    plugins: tuple[str, ...] = ()
 
 
 MAIN = Group("main", max_steps=30)
 ODD = Group("odd", max_steps=29)
 # An agent of the user's own, written to tau2's agent contract (an LLMAgent subclass with
-# a state of its own, which it writes into every request): tests/plugins/passhat_test_agents.py.
-CUSTOM = Group("agent", max_steps=30, agent="notes_agent")
+# a state of its own, which it writes into every request), in a plugin module.
+CUSTOM = Group("agent", max_steps=30, agent="notes_agent", plugins=(TEST_AGENTS,))
 GROUPS = (MAIN, ODD, CUSTOM)
 
 
@@ -255,12 +262,14 @@ def select_custom(main: dict[str, list[str]], seeds: list[int]) -> dict[str, lis
     return dict(out)
 
 
-def import_custom_agent() -> None:
-    """Register the custom agent in this process (tau2's run and passhat's worker here)."""
-    plugins = str(Path(__file__).resolve().parent.parent / "plugins")
-    if plugins not in sys.path:
-        sys.path.insert(0, plugins)
-    import passhat_test_agents  # noqa: F401  (registers notes_agent)
+def import_for_tau2(group: Group) -> None:
+    """Import the group's plugin modules as a tau2 user imports the module that registers
+    their agent or domain (from tests/plugin_modules, on the import path as PYTHONPATH
+    would put it). passhat's run loads them itself, as its plugins."""
+    if str(PLUGIN_MODULES) not in sys.path:
+        sys.path.insert(0, str(PLUGIN_MODULES))
+    for module in group.plugins:
+        importlib.import_module(module)
 
 
 # --------------------------------------------------------------------------- runners
@@ -336,6 +345,7 @@ def run_tau2(group: Group, tasks: dict[str, list[str]], model: pm.ParityModel, r
     """tau2's run_tasks in-process, one call per domain, as `tau2 run` would run it."""
     from tau2.run import get_tasks, run_tasks
 
+    import_for_tau2(group)
     seeds = tau2_seeds()
     state = random.getstate()  # run_tasks reseeds the global random module
     rules = installed_rules()
@@ -420,7 +430,8 @@ async def run_passhat(
                 domains=[domain], task_ids=ids, agent_models=[MODEL], user_model=MODEL,
                 trials=TRIALS, concurrency=8, agent_args=args, user_args=args,
                 max_steps=group.max_steps, max_errors=group.max_errors, max_attempts=2,
-                model_timeout=60.0, **({"agent": group.agent} if group.agent != "llm_agent" else {}),
+                model_timeout=60.0, plugins=list(group.plugins),
+                **({"agent": group.agent} if group.agent != "llm_agent" else {}),
                 **({"judge_model": MODEL, "judge_args": args} if installed_rules().grades_nl_assertions else {}),
             ))
             for domain, ids in tasks.items()
@@ -732,7 +743,6 @@ async def parity(temporal_server, tmp_path_factory) -> Parity:
     main = select_tasks(seeds)
     odd = select_odd(main, seeds)
     selection = {MAIN.name: main, ODD.name: odd, CUSTOM.name: select_custom(main, seeds)}
-    import_custom_agent()
     tau2, ours = RunnerResult(), RunnerResult()
     client = await connect(temporal_server.address)
     store = Store(f"sqlite:///{tmp_path_factory.mktemp('parity') / 'results.db'}")
@@ -888,22 +898,16 @@ async def test_custom_agent_conversations_match(parity: Parity):
 # is imported as a plugin is (it registers itself with tau2's registry), and both
 # runners run every one of its tasks.
 PLUGIN_DOMAIN = "home_internet"
-PLUGIN = Group("plugin", max_steps=30)
+PLUGIN = Group("plugin", max_steps=30, plugins=(PLUGIN_DOMAIN,))
 
 
 @pytest.fixture(scope="module")
 async def plugin_parity(temporal_server, tmp_path_factory) -> Parity:
-    import sys
-
-    from passhat.domains.plugins import load_plugins
     from passhat.domains.registry import get_domain
     from passhat.infra.store import Store
     from passhat.infra.temporal_server import connect
 
-    modules = str(Path(__file__).parents[1] / "plugin_modules")
-    if modules not in sys.path:
-        sys.path.insert(0, modules)
-    load_plugins([PLUGIN_DOMAIN])
+    import_for_tau2(PLUGIN)  # and so for get_domain in this process
     seeds = tau2_seeds()
     tasks = {PLUGIN_DOMAIN: get_domain(PLUGIN_DOMAIN).task_ids()}
     tau2, ours = RunnerResult(), RunnerResult()

@@ -1,21 +1,14 @@
-"""The test agents (passhat_test_agents) importable and registered in this process, as a
-plugin's are; processes these tests start import them through autoload/sitecustomize.py
-(AGENTS_ENV)."""
+"""The test agents are a plugin (tests/plugin_modules/passhat_test_agents.py), loaded as
+a user's is: the runs these tests build name it (`plugins=[TEST_AGENTS]`), and its
+folder is on the import path as PYTHONPATH would put it."""
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
+import pytest
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-import passhat_test_agents  # noqa: E402,F401  (registers the agents)
+from tests.helpers import PLUGIN_MODULES
 
 
-def agents_env(env: dict[str, str]) -> dict[str, str]:
-    """`env` for a passhat process that imports the test agents at start."""
-    paths = [str(HERE / "autoload"), str(HERE), *filter(None, [env.get("PYTHONPATH")])]
-    return {**env, "PYTHONPATH": os.pathsep.join(paths)}
+@pytest.fixture(autouse=True)
+def plugin_modules_importable(monkeypatch):
+    monkeypatch.syspath_prepend(str(PLUGIN_MODULES))

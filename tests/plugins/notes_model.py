@@ -1,6 +1,7 @@
-"""The scripted oracle over HTTP answering the notes agent (tests/plugins/passhat_test_agents.py),
-and what its requests say: the notes agent's system prompt is tau2's plus a `<notes>`
-block holding its turn count, so each agent request names the turn it belongs to."""
+"""The scripted oracle over HTTP answering the notes agent (a plugin of the tests,
+tests/plugin_modules/passhat_test_agents.py), and what its requests say: the notes
+agent's system prompt is tau2's plus a `<notes>` block holding its turn count, so each
+agent request names the turn it belongs to."""
 
 from __future__ import annotations
 

@@ -1,17 +1,22 @@
-"""`--agent NAME`: an agent of tau2's registry (tests/plugins/passhat_test_agents.py)
-plays the agent side, one checkpointed turn per activity, its state recorded with each
-turn; its model calls go through passhat's model-call path."""
+"""`--agent NAME`: an agent of tau2's registry, registered by a plugin
+(tests/plugin_modules/passhat_test_agents.py, loaded by the run's `plugins`), plays the
+agent side, one checkpointed turn per activity, its state recorded with each turn; its
+model calls go through passhat's model-call path."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 
 from passhat.cli.run_options import UserInputError
-from tests.runs import config, run_to_end
+from tests.helpers import TEST_AGENTS
+from tests.runs import config as run_config, run_to_end
 
 TASKS = ["1", "2"]
+
+
+def config(**overrides):  # noqa: ANN003, ANN201
+    """A run that loads the test agents' plugin."""
+    return run_config(plugins=[TEST_AGENTS], **overrides)
 
 
 def agent_states(store, trial_id: str) -> list[dict]:

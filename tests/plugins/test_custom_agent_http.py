@@ -1,6 +1,7 @@
 """A registered agent's model calls over real HTTP (the loopback fault server): usage
 recorded with the turn, transient provider errors retried as a whole turn and never the
-agent's failure, and resume continuing from the last recorded turn and state."""
+agent's failure, and resume continuing from the last recorded turn and state. The agent
+is the test agents' plugin (tests/plugin_modules), which the runs load."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from passhat.testing.harness import until
 from passhat.testing.scripted_http import http_args
 from passhat.workflows.client import follow, start_run
 from tests.plugins.notes_model import NotesOracle, is_notes_request, turn_of
+from tests.helpers import TEST_AGENTS
 from tests.runs import config, http_config, run_to_end, worker_for
 
 oracle = NotesOracle(["airline"]).answer
@@ -33,7 +35,8 @@ async def test_transient_errors_in_a_turn_are_retried_and_usage_recorded(client,
         return "503" if is_notes_request(body) and n % 3 == 1 else None
 
     with FaultServer(responder=oracle, faults=faults) as srv:
-        cfg = http_config(srv, trials=1, task_ids=["1"], agent_models=["openai/oracle"], agent="notes_agent")
+        cfg = http_config(srv, trials=1, task_ids=["1"], agent_models=["openai/oracle"],
+                          agent="notes_agent", plugins=[TEST_AGENTS])
         cfg.retry.initial_interval_s = 0.05
         cfg.retry.max_interval_s = 0.1
         await run_to_end(client, sqlite_store, cfg)
@@ -62,7 +65,8 @@ async def test_resume_continues_from_the_last_recorded_turn_and_state(client, sq
             return None
 
         srv.set_faults(third_agent_request_fails)
-        cfg = http_config(srv, trials=1, task_ids=["1"], agent_models=["openai/oracle"], agent="notes_agent")
+        cfg = http_config(srv, trials=1, task_ids=["1"], agent_models=["openai/oracle"],
+                          agent="notes_agent", plugins=[TEST_AGENTS])
         await run_to_end(client, sqlite_store, cfg)
         [trial] = sqlite_store.trials(cfg.run_id)
         assert trial.status == "not_evaluable"
@@ -117,8 +121,8 @@ async def test_a_cancelled_turn_closes_its_model_call(sqlite_store):
     whose activity is cancelled (a cancelled run) closes the HTTP call in flight and
     records nothing."""
     async with SilentModel() as model:
-        cfg = config(agent="notes_agent", agent_models=["openai/silent"], task_ids=["1"], trials=1,
-                     agent_args=json.dumps(http_args(model.url)))
+        cfg = config(agent="notes_agent", plugins=[TEST_AGENTS], agent_models=["openai/silent"],
+                     task_ids=["1"], trials=1, agent_args=json.dumps(http_args(model.url)))
         spec = cfg.units()[0].trial(0)
         sqlite_store.begin_trial(spec)
         for step, role, text in ((0, "assistant", AGENT_GREETING), (1, "user", "I need to change my flight.")):
