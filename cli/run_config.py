@@ -333,10 +333,10 @@ def _agent(options: RunOptions) -> tuple[str | None, str | None]:
             f"--agent-prompt replaces the prompt of tau2's LLM agent ({DEFAULT_AGENT}); "
             f"agent {name!r} builds its own prompt"
         )
-    from passhat.domains.tau2_agents import AgentSetupError, agent_class
+    from passhat.domains.tau2_agents import AgentSetupError, check_agent
 
     try:
-        agent_class(name)
+        check_agent(name)
     except AgentSetupError as err:
         raise UserInputError(str(err))
     return name, None

@@ -766,22 +766,8 @@ async def parity(temporal_server, tmp_path_factory) -> Parity:
     odd = select_odd(main, seeds)
     selection = {MAIN.name: main, ODD.name: odd, CUSTOM.name: select_custom(main, seeds)}
     import_custom_agent()
-    tau2, ours = RunnerResult(), RunnerResult()
-    client = await connect(temporal_server.address)
-    store = Store(f"sqlite:///{tmp_path_factory.mktemp('parity') / 'results.db'}")
-    try:
-        for group in GROUPS:
-            tasks = selection[group.name]
-            if not tasks:
-                continue
-            model = pm.ParityModel(tasks)
-            await asyncio.to_thread(run_tau2, group, tasks, model, tau2)
-            try:
-                await run_passhat(client, store, group, tasks, ours)
-            except Exception as err:  # noqa: BLE001  (keep tau2's side, report passhat's failure)
-                ours.failures.append(f"[{group.name}] passhat could not run: {type(err).__name__}: {err}"[:800])
-    finally:
-        store.close()
+    tau2, ours = await run_both(temporal_server, tmp_path_factory, "parity",
+                                [(g, selection[g.name]) for g in GROUPS if selection[g.name]])
     if os.environ.get("PARITY_DUMP"):  # raw results, to rework the report offline
         import pickle
 
@@ -924,14 +910,34 @@ PLUGIN_DOMAIN = "home_internet"
 PLUGIN = Group("plugin", max_steps=30)
 
 
+async def run_both(temporal_server, tmp_path_factory, name: str,  # noqa: ANN001
+                   groups: list[tuple[Group, dict[str, list[str]]]]) -> tuple[RunnerResult, RunnerResult]:
+    """Each group's tasks through tau2's runner and through passhat (on a store named
+    `name`); passhat's failure to run is kept in its result, for the report."""
+    from passhat.infra.store import Store
+    from passhat.infra.temporal_server import connect
+
+    tau2, ours = RunnerResult(), RunnerResult()
+    client = await connect(temporal_server.address)
+    store = Store(f"sqlite:///{tmp_path_factory.mktemp(name) / 'results.db'}")
+    try:
+        for group, tasks in groups:
+            await asyncio.to_thread(run_tau2, group, tasks, pm.ParityModel(tasks), tau2)
+            try:
+                await run_passhat(client, store, group, tasks, ours)
+            except Exception as err:  # noqa: BLE001  (keep tau2's side, report passhat's failure)
+                ours.failures.append(f"[{group.name}] passhat could not run: {type(err).__name__}: {err}"[:800])
+    finally:
+        store.close()
+    return tau2, ours
+
+
 @pytest.fixture(scope="module")
 async def plugin_parity(temporal_server, tmp_path_factory) -> Parity:
     import sys
 
     from passhat.domains.plugins import load_plugins
     from passhat.domains.registry import get_domain
-    from passhat.infra.store import Store
-    from passhat.infra.temporal_server import connect
 
     modules = str(Path(__file__).parents[1] / "plugin_modules")
     if modules not in sys.path:
@@ -939,17 +945,7 @@ async def plugin_parity(temporal_server, tmp_path_factory) -> Parity:
     load_plugins([PLUGIN_DOMAIN])
     seeds = tau2_seeds()
     tasks = {PLUGIN_DOMAIN: get_domain(PLUGIN_DOMAIN).task_ids()}
-    tau2, ours = RunnerResult(), RunnerResult()
-    client = await connect(temporal_server.address)
-    store = Store(f"sqlite:///{tmp_path_factory.mktemp('parity-plugin') / 'results.db'}")
-    try:
-        await asyncio.to_thread(run_tau2, PLUGIN, tasks, pm.ParityModel(tasks), tau2)
-        try:
-            await run_passhat(client, store, PLUGIN, tasks, ours)
-        except Exception as err:  # noqa: BLE001  (keep tau2's side, report passhat's failure)
-            ours.failures.append(f"[plugin] passhat could not run: {type(err).__name__}: {err}"[:800])
-    finally:
-        store.close()
+    tau2, ours = await run_both(temporal_server, tmp_path_factory, "parity-plugin", [(PLUGIN, tasks)])
     comparison = compare(tau2, ours, seeds)
     path = REPORT_PATH.with_name("report-plugin.txt")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -1002,23 +998,10 @@ needs_timeout = pytest.mark.skipif(installed_rules().timeout_reason is None,
 
 @pytest.fixture(scope="module")
 async def timeout_parity(temporal_server, tmp_path_factory) -> Parity:
-    from passhat.infra.store import Store
-    from passhat.infra.temporal_server import connect
-
     seeds = tau2_seeds()
     # Two tasks of each domain, mock's initial conversation among them.
     tasks = {d: ts[:2] for d, ts in select_tasks(seeds).items()}
-    tau2, ours = RunnerResult(), RunnerResult()
-    client = await connect(temporal_server.address)
-    store = Store(f"sqlite:///{tmp_path_factory.mktemp('parity-timeout') / 'results.db'}")
-    try:
-        await asyncio.to_thread(run_tau2, TIMED, tasks, pm.ParityModel(tasks), tau2)
-        try:
-            await run_passhat(client, store, TIMED, tasks, ours)
-        except Exception as err:  # noqa: BLE001  (keep tau2's side, report passhat's failure)
-            ours.failures.append(f"[timeout] passhat could not run: {type(err).__name__}: {err}"[:800])
-    finally:
-        store.close()
+    tau2, ours = await run_both(temporal_server, tmp_path_factory, "parity-timeout", [(TIMED, tasks)])
     comparison = compare(tau2, ours, seeds)
     path = REPORT_PATH.with_name("report-timeout.txt")
     path.parent.mkdir(parents=True, exist_ok=True)
