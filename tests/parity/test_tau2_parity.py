@@ -758,9 +758,6 @@ class Parity:
 
 @pytest.fixture(scope="module")
 async def parity(temporal_server, tmp_path_factory) -> Parity:
-    from passhat.infra.store import Store
-    from passhat.infra.temporal_server import connect
-
     seeds = tau2_seeds()
     main = select_tasks(seeds)
     odd = select_odd(main, seeds)
