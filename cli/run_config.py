@@ -257,6 +257,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     except UnknownTau2VersionError as err:
         raise UserInputError(str(err))
     judge_model, judge_args = _judge(options)
+    _check_timeout(options.timeout)
     return RunConfig(
         tau2_version=tau2_version,
         tau2_data=data_digest([split_variant(split_domain_name(d)[0])[0] for d in per_domain]),
@@ -276,6 +277,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         provider_limits=provider_limits,
         max_steps=options.max_steps,
         max_errors=options.max_errors,
+        timeout=options.timeout,
         seed=options.seed,
         lenient_tool_arguments=options.lenient_tool_args,
         agent=agent,
@@ -331,10 +333,10 @@ def _agent(options: RunOptions) -> tuple[str | None, str | None]:
             f"--agent-prompt replaces the prompt of tau2's LLM agent ({DEFAULT_AGENT}); "
             f"agent {name!r} builds its own prompt"
         )
-    from passhat.domains.tau2_agents import AgentSetupError, agent_class
+    from passhat.domains.tau2_agents import AgentSetupError, check_agent
 
     try:
-        agent_class(name)
+        check_agent(name)
     except AgentSetupError as err:
         raise UserInputError(str(err))
     return name, None
@@ -375,6 +377,18 @@ def _judge(options: RunOptions) -> tuple[str | None, dict[str, Any]]:
     if options.judge_args is not None:
         args = _model_args(options.judge_args, "--judge-args")
     return model, args
+
+
+def _check_timeout(timeout: float | None) -> None:
+    """A time limit only under a tau2 that has one: 26.3 runs a conversation until it
+    stops or reaches max_steps, and passhat decides as the installed tau2 does."""
+    from passhat.domains.tau2_version import installed_rules, installed_version
+
+    if timeout is not None and installed_rules().timeout_reason is None:
+        raise UserInputError(
+            f"--timeout (a sweep file's timeout) needs tau2 1.0.x: the installed tau2 "
+            f"{installed_version()} has no time limit on a conversation"
+        )
 
 
 def _model_args(args: str | dict[str, Any] | None, option: str) -> dict[str, Any]:

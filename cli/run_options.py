@@ -121,6 +121,9 @@ class RunOptions:
     max_errors: int = option(
         DEFAULT_MAX_ERRORS, "--max-errors", kind="integer", at_least=1,
         help="Tool errors in a conversation after which it ends as too_many_errors; tau2 run's default.")
+    timeout: Optional[float] = option(
+        None, "--timeout", kind="number", more_than=0, unit="seconds", metavar="SECONDS",
+        help="tau2 1.0.x's --timeout: a conversation still running this many seconds after it started ends as timeout, reward 0 (checked where tau2 checks it); default: no limit.")
     seed: int = option(
         DEFAULT_SEED, "--seed", kind="integer",
         help="tau2 run's --seed: trial i of every task sends the provider the i-th seed tau2 derives from it.")

@@ -34,35 +34,69 @@ def _registry() -> Any:
     return registry
 
 
-def _is_solo(cls: type) -> bool:
+def _builds_by_factory(registry: Any) -> bool:
+    """tau2 1.0.x registers agents as factory functions (register_agent_factory), 26.3 as
+    classes (register_agent)."""
+    return hasattr(registry, "get_agent_factory")
+
+
+def _is_solo(registry: Any, name: str) -> bool:
+    if _builds_by_factory(registry):
+        return bool(registry.get_agent_metadata(name, "solo_mode", False))
     from tau2.agent.llm_agent import LLMSoloAgent
 
-    return issubclass(cls, LLMSoloAgent)
+    return issubclass(registry.get_agent_constructor(name), LLMSoloAgent)
 
 
 def runnable_agents() -> list[str]:
     """The agents of tau2's registry passhat can run: all but solo ones (tau2 runs those
     without a user, in its solo mode)."""
     registry = _registry()
-    return [n for n in registry.get_agents() if not _is_solo(registry.get_agent_constructor(n))]
+    return [n for n in registry.get_agents() if not _is_solo(registry, n)]
 
 
-def agent_class(name: str) -> type:
-    """The class tau2's registry holds under `name`; AgentSetupError names the known ones."""
+def check_agent(name: str) -> None:
+    """Refuse an agent tau2's registry does not hold, or one passhat cannot run
+    (AgentSetupError names the known ones)."""
     registry = _registry()
     if name not in registry.get_agents():
+        how = ("registry.register_agent_factory(make_my_agent, NAME)" if _builds_by_factory(registry)
+               else "registry.register_agent(MyAgent, NAME)")
         raise AgentSetupError(
             f"unknown --agent {name!r}; tau2's agent registry has: {', '.join(runnable_agents())} "
-            "(an agent of your own is registered by the module that defines it, with "
-            "registry.register_agent(MyAgent, NAME); name that module with --plugin MODULE)"
+            f"(an agent of your own is registered by the module that defines it, with {how}; "
+            "name that module with --plugin MODULE)"
         )
-    cls = registry.get_agent_constructor(name)
-    if _is_solo(cls):
+    if _is_solo(registry, name):
         raise AgentSetupError(
             f"--agent {name!r} runs in tau2's solo mode (no user), which passhat does not run; "
             f"choose one of: {', '.join(runnable_agents())}"
         )
-    return cls
+
+
+def build_agent(name: str, domain: Any, task_id: str, llm: str, llm_args: dict[str, Any]) -> Any:
+    """The agent as tau2's run builds it: 1.0.x calls its factory with the tools, the
+    policy, the model, its args and the task; 26.3 calls its class with the arguments
+    its constructor takes (the task for a ground-truth agent)."""
+    check_agent(name)
+    registry = _registry()
+    tools, policy = domain.tau2_agent_parts()
+    if _builds_by_factory(registry):
+        return registry.get_agent_factory(name)(
+            tools=tools, domain_policy=policy, llm=llm, llm_args=dict(llm_args),
+            task=domain.tau2_task(task_id), audio_native_config=None, audio_taps_dir=None,
+        )
+    from tau2.agent.llm_agent import LLMGTAgent
+
+    cls = registry.get_agent_constructor(name)
+    kwargs: dict[str, Any] = {"tools": tools, "domain_policy": policy}
+    params = inspect.signature(cls).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    if takes_any or {"llm", "llm_args"} <= set(params):
+        kwargs.update(llm=llm, llm_args=dict(llm_args))
+    if issubclass(cls, LLMGTAgent):
+        kwargs["task"] = domain.tau2_task(task_id)
+    return cls(**kwargs)
 
 
 class Tau2Agent:
@@ -71,19 +105,8 @@ class Tau2Agent:
 
     def __init__(self, name: str, domain: Any, task_id: str, llm: str, llm_args: dict[str, Any],
                  seed: int | None):
-        from tau2.agent.llm_agent import LLMGTAgent
-
-        cls = agent_class(name)
-        tools, policy = domain.tau2_agent_parts()
-        kwargs: dict[str, Any] = {"tools": tools, "domain_policy": policy}
-        params = inspect.signature(cls).parameters
-        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-        if takes_any or {"llm", "llm_args"} <= set(params):
-            kwargs.update(llm=llm, llm_args=dict(llm_args))
-        if issubclass(cls, LLMGTAgent):
-            kwargs["task"] = domain.tau2_task(task_id)
         self.name = name
-        self.agent = cls(**kwargs)
+        self.agent = build_agent(name, domain, task_id, llm, llm_args)
         # tau2's orchestrator seeds the agent once per conversation, before its first
         # turn; an agent built for every turn is seeded for every turn the same way.
         if seed is not None:
@@ -101,7 +124,10 @@ class Tau2Agent:
         """The state tau2's orchestrator starts the agent with: the conversation before
         the message of the agent's first turn (the greeting, or the task's initial
         conversation)."""
-        from tau2.agent.base import is_valid_agent_history_message
+        try:  # tau2 1.0.x moved it
+            from tau2.agent.base_agent import is_valid_agent_history_message
+        except ImportError:  # tau2 26.3
+            from tau2.agent.base import is_valid_agent_history_message
 
         tau2_history = [m for m in to_tau2_messages(history) if is_valid_agent_history_message(m)]
         return self.agent.get_init_state(message_history=tau2_history)

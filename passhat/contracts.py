@@ -201,6 +201,10 @@ class TrialSettings(BaseModel):
     user_args: dict[str, Any] = Field(default_factory=dict)
     max_steps: int = DEFAULT_MAX_STEPS
     max_errors: int = DEFAULT_MAX_ERRORS
+    # tau2 1.0.x's --timeout: seconds a conversation may run, measured in workflow time
+    # from its start; past it, the conversation ends as the version's timeout_reason
+    # (domains/tau2_version.RULES). None: no limit (tau2's default, and 26.3's only).
+    timeout: float | None = None
     # A departure from tau2 (opt-in): tool calls whose arguments are not valid JSON are
     # answered with an error tool message and the conversation goes on. tau2 ends the
     # conversation as agent_error instead.
@@ -330,10 +334,11 @@ class RunConfig(TrialSettings):
     def fingerprint(self) -> str:
         """Identity of the experiment, used to refuse a different config under one run id.
         Concurrency, retry settings, provider caps, the budget and the task order change
-        how it runs, not what it measures. Per-model args, the agent and its prompt count only
-        when a run has them, so a run stored before they existed keeps its fingerprint."""
+        how it runs, not what it measures. Per-model args, the agent, its prompt and the
+        timeout count only when a run has them, so a run stored before they existed keeps
+        its fingerprint."""
         exclude = {"concurrency", "retry", "provider_limits", "max_cost", "expected_calls"}
-        for name in ("agent_model_args", "agent", "agent_prompt", "plugins"):
+        for name in ("agent_model_args", "agent", "agent_prompt", "plugins", "timeout"):
             if not getattr(self, name):  # absent from runs stored before it existed
                 exclude.add(name)
         for recorded_later in (*RECORDED_LATER, "domain_digests"):

@@ -14,11 +14,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from passhat.contracts import RUN_IMPORTED, TRIAL_SCORED, RunConfig
+from passhat.contracts import RUN_IMPORTED, RunConfig
 from passhat.results.jsonl import jsonl_line
 from passhat.results.records import ResultsError, ResultsFileError, trial_record
 from passhat.results.report import tau2_words
-from passhat.results.tau2_writer import to_tau2_results
+from passhat.results.tau2_writer import to_tau2_results, written_to_tau2
 from passhat.results.tau_bench import TAU_BENCH_PREFIX
 
 EXPORT_FORMATS = ("tau2", "jsonl")
@@ -30,7 +30,7 @@ _FINISHED = ("completed", "imported")
 class Exported:
     paths: list[Path]
     trials: int  # trials written
-    left_out: int = 0  # trials a tau2 file cannot hold (not evaluable or unfinished)
+    left_out: int = 0  # trials a tau2 file cannot hold (unfinished, or not evaluable but not given up on)
     partial: bool = False
     tau2: str = ""  # the run's tau2 version and data digest, in words
 
@@ -81,7 +81,8 @@ def _tau2_files(config: RunConfig, rows, steps, partial: bool,  # noqa: ANN001
             records = [
                 trial_record(r, steps.get(r.trial_id, []))
                 for r in rows
-                if r.agent_model == model and r.domain == domain and r.status == TRIAL_SCORED
+                if r.agent_model == model and r.domain == domain
+                and written_to_tau2(r.status, r.termination_reason)
             ]
             try:
                 text = to_tau2_results(

@@ -14,6 +14,7 @@ from passhat.contracts import TRIAL_NOT_EVALUABLE, Message, ToolCall
 from passhat.domains.input_files import first_problem
 from passhat.domains.tau2_catalog import TAU2_DOMAINS
 from passhat.domains.tau2_domain import default_tasks, quiet_tau2
+from passhat.domains.tau2_version import GIVEN_UP
 from passhat.infra.secrets import without_secrets
 from passhat.results.records import (
     TOTALS_KEY,
@@ -131,6 +132,11 @@ def _from_tau2_simulation(sim: Any, index: int, agent_model: str, user_model: st
     )
     if sim.reward_info is None:
         record.status = TRIAL_NOT_EVALUABLE
+        info = getattr(sim, "info", None) or {}
+        if record.termination_reason in GIVEN_UP:  # tau2 gave up on it after its re-runs
+            record.error_class = info.get("error_type") or record.termination_reason
+            record.error = info.get("error") or f"tau2 recorded {record.termination_reason}"
+            return record
         record.error_class = "NotEvaluated"
         record.error = "the file has no reward for this simulation (run `tau2 evaluate-trajs` on it)"
         return record
@@ -156,7 +162,7 @@ def _from_tau2_simulation(sim: Any, index: int, agent_model: str, user_model: st
         record.error_class = failure.get("class")
         record.error_side = failure.get("side")
         record.error = failure.get("message")
-    elif sim.skipped:
+    elif getattr(sim, "skipped", False):  # 26.3's --skip-failed-samples; 1.0.x has no such field
         record.error_class = "SkippedSample"
         record.error = "tau2 recorded this simulation as skipped: it raised an error (--skip-failed-samples)"
     return record

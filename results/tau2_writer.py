@@ -13,8 +13,12 @@ What a tau2 file holds for a passhat trial, and what it cannot hold:
 - when the messages do not add up to the trial's tokens and cost (the reply left out
   above was paid for), the trial's totals go to `reward_info.info["passhat_totals"]`,
   so an import keeps them.
-- not-evaluable trials have no tau2 equivalent and are left out (they are left out of
-  pass^k too).
+- a trial the tau2 version gave up on after re-running it (1.0.x: `infrastructure_error`,
+  which passhat records as not evaluable) is written as tau2's run_with_retry writes it:
+  no messages, no reward info, the error and its class in `info`. tau2's files hold
+  such simulations, and its submission tools count each task's simulations.
+- other not-evaluable trials have no tau2 equivalent and are left out (they are left out
+  of pass^k too).
 - model arguments lose every secret (infra.secrets): keys come from the environment.
 
 tau2 is imported inside functions only (it takes seconds to import).
@@ -27,12 +31,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from passhat.contracts import AGENT_GREETING, TRIAL_SCORED, Message
+from passhat.contracts import AGENT_GREETING, TRIAL_NOT_EVALUABLE, TRIAL_SCORED, Message
 from passhat.domains.input_files import first_problem
 from passhat.domains.tau2_catalog import TAU2_DOMAINS
 from passhat.domains.tau2_domain import answered_calls, default_tasks, quiet_tau2
+from passhat.domains.tau2_version import GIVEN_UP
 from passhat.infra.secrets import without_secrets
 from passhat.results.records import TOTALS_KEY, ResultsFileError, StepRecord, TrialRecord, aware
+
+
+def written_to_tau2(status: str, termination_reason: str | None) -> bool:
+    """Whether a trial goes into a tau2 file: scored, or given up on as tau2 gives up."""
+    return status == TRIAL_SCORED or (status == TRIAL_NOT_EVALUABLE and termination_reason in GIVEN_UP)
 
 
 def tau2_tasks(domain: str, task_ids: list[str], kept: list[Any] | None = None) -> list[Any]:
@@ -109,9 +119,9 @@ def to_tau2_results(
         seed=seed,
     )
     simulations = [
-        tau2_simulation(r)
+        tau2_simulation(r) if r.status == TRIAL_SCORED else given_up_simulation(r)
         for r in sorted(records, key=lambda r: (r.trial_index, _task_order(task_ids, r.task_id)))
-        if r.status == TRIAL_SCORED
+        if written_to_tau2(r.status, r.termination_reason)
     ]
     results = Results(info=info, tasks=tau2_tasks(domain, task_ids, kept_tasks), simulations=simulations)
     text = results.model_dump_json(indent=2)
@@ -157,6 +167,28 @@ def tau2_simulation(record: TrialRecord) -> Any:
         messages=messages,
         trial=record.trial_index,
         seed=record.seed,
+    )
+
+
+def given_up_simulation(record: TrialRecord) -> Any:
+    """A trial the version gave up on, as tau2's run_with_retry records one: no messages
+    and no reward info (its evaluator never ran), the last error in `info`."""
+    quiet_tau2()
+    from tau2.data_model.simulation import SimulationRun
+
+    when = _iso(record.finished_at or record.started_at or _now())
+    return SimulationRun(
+        id=record.trial_id or f"{record.task_id}_{record.trial_index}",
+        task_id=record.task_id,
+        timestamp=when,
+        start_time=when,
+        end_time=when,
+        duration=0.0,
+        termination_reason=record.termination_reason,
+        messages=[],
+        trial=record.trial_index,
+        seed=record.seed,
+        info={"error": record.error, "error_type": record.error_class},
     )
 
 

@@ -15,7 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from passhat.activities.conversation import ConversationActivities
     from passhat.activities.results import NotEvaluable, ResultActivities, ScoreRequest
     from passhat.contracts import StepRef, StepResult, TrialOutcome, TrialSpec
-    from passhat.domains.tau2_version import rules_for
+    from passhat.domains.tau2_version import Tau2Rules, rules_for
     from passhat.infra import search_attributes as sa
     from passhat.workflows.activity_options import bookkeeping, model_call
     from passhat.workflows.cancellation import stop_if_cancelled
@@ -32,8 +32,10 @@ class Turns:
     """tau2's orchestrator rules, as a small deterministic state machine: whose turn it
     is, the step count, the tool errors, and why the conversation ended."""
 
-    def __init__(self, spec: TrialSpec):
+    def __init__(self, spec: TrialSpec, rules: Tau2Rules):
         self.spec = spec
+        # The time limit, where the version has one (tau2 1.0.x's --timeout).
+        self.timeout_reason = rules.timeout_reason if spec.timeout is not None else None
         self.to_role = "user"  # after the agent's greeting, the user speaks
         self.caller = "assistant"  # who made the pending tool calls
         self.pending_tools: list[str] = []  # their tool names, for the tool step's summary
@@ -42,7 +44,10 @@ class Turns:
         self.termination_reason: str | None = None
         self.model_failure: str | None = None  # the failure that ended it, if one did
 
-    def apply(self, r: StepResult) -> None:
+    def apply(self, r: StepResult, elapsed_s: float | None = None) -> None:
+        """Take in a step's result. `elapsed_s` is how long the conversation has run when
+        the step ended (workflow time); None for a step recorded by an earlier execution,
+        whose time is not known (a resumed conversation's clock starts again)."""
         if r.step == 0:  # the opening: greeting or the task's initial conversation
             self._route(r)
             if r.is_stop:
@@ -65,12 +70,16 @@ class Turns:
             self._route(r)
         # tau2 checks the limits after every step that is not followed by tool execution,
         # in this order, each overriding what the step decided (a user stop on the last
-        # allowed step ends as max_steps).
+        # allowed step ends as max_steps); the time limit comes last and only ends a
+        # conversation nothing else ended on that step.
         if self.to_role != "env":
             if self.steps >= self.spec.max_steps:
                 self.termination_reason = "max_steps"
             if self.errors >= self.spec.max_errors:
                 self.termination_reason = "too_many_errors"
+            if (self.timeout_reason and self.termination_reason is None and elapsed_s is not None
+                    and elapsed_s >= self.spec.timeout):
+                self.termination_reason = self.timeout_reason
 
     def _route(self, r: StepResult) -> None:
         if r.role == "tool":
@@ -125,7 +134,7 @@ class TrialWorkflow:
                 return scored
             rules = rules_for(spec.tau2_version)
             while True:
-                turns, step = await self._converse(spec)
+                turns, step = await self._converse(spec, rules)
                 if turns.model_failure is None or rules.on_model_failure != "rerun":
                     break
                 # The version re-runs the whole simulation (same seed) after a failure,
@@ -174,10 +183,13 @@ class TrialWorkflow:
                 **options,
             )
 
-    async def _converse(self, spec: TrialSpec) -> tuple[Turns, int]:
+    async def _converse(self, spec: TrialSpec, rules: Tau2Rules) -> tuple[Turns, int]:
         """Run the conversation from its recorded steps until it ends."""
+        # The conversation's clock, for a time limit: workflow time, which a replay of
+        # this history reads back unchanged, so the limit ends it at the same step.
+        started = workflow.now()
         recorded = await self._store_step(ResultActivities.recorded_steps, spec)
-        turns = Turns(spec)
+        turns = Turns(spec, rules)
         for result in recorded:
             turns.apply(result)
         step = len(recorded)
@@ -185,7 +197,8 @@ class TrialWorkflow:
             # A cancel that arrived while the previous step ran, and did not stop it,
             # stops the conversation here: no model call starts after it.
             stop_if_cancelled()
-            turns.apply(await self._step(spec, turns.to_role, step, turns.pending_tools))
+            result = await self._step(spec, turns.to_role, step, turns.pending_tools)
+            turns.apply(result, elapsed_s=(workflow.now() - started).total_seconds())
             step += 1
         return turns, step
 

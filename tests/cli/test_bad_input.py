@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from passhat.domains.tau2_version import installed_rules
 from passhat.infra.store import Store
 from passhat.testing.harness import passhat
 from tests.helpers import PLUGIN_MODULES, VALID_TASK, store_rows
@@ -90,6 +91,11 @@ CASES: list[Case] = [
         error="Invalid value for '--trials' / '-k'"),
     run("--concurrency", "0", run_id="concurrency-zero", error="--concurrency must be at least 1, got 0"),
     run("--max-steps", "0", run_id="max-steps-zero", error="--max-steps must be at least 1, got 0"),
+    run("--timeout", "0", run_id="timeout-zero", error="--timeout must be more than 0 (seconds), got 0"),
+    # tau2 26.3 has no time limit on a conversation: passhat offers none there.
+    *([run("--timeout", "30", run_id="timeout-on-26.3",
+           error="--timeout (a sweep file's timeout) needs tau2 1.0.x: the installed tau2 26.3")]
+      if installed_rules().timeout_reason is None else []),
     run("--retry-for", "soon", run_id="retry-for-not-a-duration",
         error="--retry-for must be a duration such as 900, 90s, 15m or 2h, got 'soon'"),
     run("--max-attempts", "-1", run_id="max-attempts-negative",

@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy import text
 
 from passhat.contracts import Message, RunConfig
+from passhat.domains.tau2_version import GIVEN_UP, installed_family, installed_rules
 from passhat.infra.store import Store
 from passhat.testing.harness import passhat
 from tests.helpers import cli_env, one_error_line
@@ -35,10 +36,16 @@ from tests.runs import config, run_to_end
 
 TAU2_CLI = str(Path(sys.executable).with_name("tau2"))
 TABLES = ("runs", "trials", "steps", "task_results")
-# Answers to `tau2 submit prepare`'s prompts: model and user model (defaults),
-# organization, email, contact name, GitHub, highlighted as new, then the methodology
-# (date, tau2 version, notes) without which `tau2 submit validate` crashes.
-SUBMIT_ANSWERS = "\n\nPasshat Tests\nci@example.com\n\n\nn\n2026-01-01\n26.3\nexported by passhat\n"
+# Answers to `tau2 submit prepare`'s prompts, per tau2 version. 26.3: model and user
+# model (defaults), organization, email, contact name, GitHub, highlighted as new, then
+# the methodology (date, tau2 version, notes) without which `tau2 submit validate`
+# crashes. 1.0.x asks for the model's organization before the submitter's, and after
+# "highlighted" for the submission type and reasoning effort, then the methodology,
+# whether prompts were modified or tasks omitted, references and a release date.
+SUBMIT_ANSWERS = {
+    "26.3": "\n\nPasshat Tests\nci@example.com\n\n\nn\n2026-01-01\n26.3\nexported by passhat\n",
+    "1.0": "\n\nPasshat\nPasshat Tests\nci@example.com\n\n\nn\n\n\n2026-01-01\n\nexported by passhat\nn\nn\nn\n\n",
+}[installed_family()]
 
 
 def tau2(*args: str, env: dict[str, str], stdin: str | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -86,7 +93,8 @@ def report_json(run_id: str, env: dict[str, str]) -> dict:
     [run] = json.loads(result.stdout)["runs"]
     keep = ("agent_model", "user_model", "domain", "tasks", "trials", "evaluable", "avg_reward", "pass_at_k")
     return {"run_id": run["run_id"], "results": [
-        {**{k: g[k] for k in keep}, "pass_hat_k": {k: e["value"] for k, e in g["pass_hat_k"].items()}}
+        {**{k: g[k] for k in keep}, "pass_hat_k": {k: e["value"] for k, e in g["pass_hat_k"].items()},
+         "pass_hat_k_leaderboard": {k: e["value"] for k, e in (g["pass_hat_k_leaderboard"] or {}).items()}}
         for g in run["groups"]]}
 
 
@@ -95,7 +103,8 @@ def report_json(run_id: str, env: dict[str, str]) -> dict:
 
 async def test_tau2_evaluate_trajs_recomputes_every_reward(client, tmp_path_factory, tmp_path):
     """The required check: tau2's own evaluator, run on the export of a scripted run with
-    successes and failures, gives every simulation the reward passhat gave the trial."""
+    successes and failures, gives every simulation the reward passhat gave the trial
+    (on 1.0.x, a trial given up on has none in the file, and tau2 grades it 0)."""
     from tau2.data_model.simulation import Results
     from tau2.metrics.agent_metrics import compute_metrics
 
@@ -121,6 +130,9 @@ async def test_tau2_evaluate_trajs_recomputes_every_reward(client, tmp_path_fact
         assert mine.id == recomputed.id
         row = stored[mine.id]
         assert (mine.task_id, mine.trial, mine.seed) == (row.task_id, row.trial_index, row.seed)
+        if mine.termination_reason in GIVEN_UP:
+            assert (mine.reward_info, recomputed.reward_info.reward, row.status) == (None, 0.0, "not_evaluable")
+            continue
         assert recomputed.reward_info.reward == mine.reward_info.reward == row.reward
         for field in ("reward_basis", "reward_breakdown", "db_check", "action_checks",
                       "communicate_checks", "env_assertions"):
@@ -129,9 +141,11 @@ async def test_tau2_evaluate_trajs_recomputes_every_reward(client, tmp_path_fact
     rewards = [s.reward_info.reward for s in theirs.simulations]
     assert {0.0, 1.0} <= set(rewards)  # the check is not vacuous
     print(f"\ntau2 evaluate-trajs: {equal}/{len(rewards)} rewards equal, {rewards.count(1.0)} successes")
-    # tau2's pass^k of the file is passhat's.
+    # tau2's pass^k of the file is passhat's; with trials given up on (1.0.x), passhat's
+    # as the leaderboard counts them: tau2 counts them as failures.
     [row] = report_json(run_id, env)["results"]
-    assert {str(k): v for k, v in compute_metrics(theirs).pass_hat_ks.items()} == pytest.approx(row["pass_hat_k"])
+    expected = row["pass_hat_k_leaderboard"] or row["pass_hat_k"]
+    assert {str(k): v for k, v in compute_metrics(theirs).pass_hat_ks.items()} == pytest.approx(expected)
 
 
 async def test_export_import_report_round_trip(client, tmp_path_factory, tmp_path):
@@ -172,9 +186,13 @@ async def test_export_import_report_round_trip(client, tmp_path_factory, tmp_pat
     trials = passhat("trials", new_id, "--failed", env=env)
     assert trials.returncode == 0
     failed = [line.split("\t") for line in trials.stdout.strip().splitlines()[1:]]
-    assert failed and all(f[1] == "failure" and "EmptyReply" in f[3] for f in failed)
+    # tau2 1.0.x re-runs a simulation whose model failed, then gives up on it: not evaluable
+    given_up = installed_rules().exhausted_reason is not None
+    outcome = "not_evaluable" if given_up else "failure"
+    assert failed and all(f[1] == outcome and "EmptyReply" in f[3] for f in failed)
     shown = passhat("show", failed[0][0], env=env)
-    assert shown.returncode == 0 and "Hi! How can I help you today?" in shown.stdout
+    assert shown.returncode == 0
+    assert ("EmptyReply" if given_up else "Hi! How can I help you today?") in shown.stdout, shown.stdout
 
     # The imported run exports to the same simulations.
     re_exported = passhat("export", new_id, "--output-dir", str(tmp_path / "again"), env=env)
@@ -194,22 +212,8 @@ async def test_full_airline_run_passes_tau2_submit(client, tmp_path_factory, tmp
     db_url, run_id = await scripted_run(client, tmp_path_factory, "airline-full", limit=None,
                                         trials=4, concurrency=32)
     env = cli_env(db_url, tmp_path)
-    exported = passhat("export", run_id, "--output-dir", str(tmp_path / "out"), env=env)
-    assert exported.returncode == 0, exported.stderr
-    [path] = exported.stdout.split()
-    submission = tmp_path / "submission"
-    started = time.monotonic()
-    prepared = tau2("submit", "prepare", path, "-o", str(submission), env=env, stdin=SUBMIT_ANSWERS)
-    assert prepared.returncode == 0, prepared.stdout[-3000:]
-    assert "All trajectories passed verification" in prepared.stdout, prepared.stdout[-3000:]
-    assert "Submission prepared successfully" in prepared.stdout
-    validated = tau2("submit", "validate", str(submission), env=env)
-    print(f"\ntau2 submit prepare + validate: {time.monotonic() - started:.0f} s")
-    assert validated.returncode == 0, validated.stdout[-3000:]
-    assert "Submission validation successful" in validated.stdout
-    assert "Submission metrics validation successful" in validated.stdout
-    assert "❌" not in validated.stdout
-
+    path = export_one(run_id, env, tmp_path)
+    submission = submit(path, env, tmp_path)
     body = json.loads((submission / "submission.json").read_text())
     [row] = report_json(run_id, env)["results"]
     assert body["model_name"] == "scripted/oracle"
@@ -218,6 +222,75 @@ async def test_full_airline_run_passes_tau2_submit(client, tmp_path_factory, tmp
         **{f"pass_{k}": pytest.approx(100 * row["pass_hat_k"][str(k)]) for k in range(1, 5)},
         "cost": 0.0,
     }
+
+
+def export_one(run_id: str, env: dict[str, str], tmp_path: Path) -> str:
+    """The path of the run's one tau2 file."""
+    exported = passhat("export", run_id, "--output-dir", str(tmp_path / "out"), env=env)
+    assert exported.returncode == 0, exported.stderr
+    [path] = exported.stdout.split()
+    return path
+
+
+def submit(path: str, env: dict[str, str], tmp_path: Path) -> Path:
+    """`tau2 submit prepare` (which verifies the trajectories) and `tau2 submit validate`
+    of one tau2 file, both accepting it; the submission's folder."""
+    submission = tmp_path / "submission"
+    started = time.monotonic()
+    prepared = tau2("submit", "prepare", path, "-o", str(submission), env=env, stdin=SUBMIT_ANSWERS)
+    assert prepared.returncode == 0, prepared.stdout[-3000:]
+    assert "All trajectories passed verification" in prepared.stdout, prepared.stdout[-3000:]
+    assert "Submission prepared successfully" in prepared.stdout
+    # 1.0.x writes the submission into a folder of its own inside the output folder.
+    [submission] = {p.parent for p in submission.rglob("submission.json")}
+    validated = tau2("submit", "validate", str(submission), env=env)
+    print(f"\ntau2 submit prepare + validate: {time.monotonic() - started:.0f} s")
+    assert validated.returncode == 0, validated.stdout[-3000:]
+    assert "Submission validation successful" in validated.stdout
+    assert "Submission metrics validation successful" in validated.stdout
+    assert "❌" not in validated.stdout
+    return submission
+
+
+@pytest.mark.skipif(installed_rules().exhausted_reason is None,
+                    reason="needs tau2 1.0.x (the installed tau2 gives up on no simulation)")
+@pytest.mark.timeout(1500)  # 200 conversations, a quarter of them run 4 times
+async def test_given_up_trials_keep_a_full_airline_export_acceptable_to_tau2_submit(
+        client, tmp_path_factory, tmp_path):
+    """tau2 1.0.x re-runs a simulation whose model failed and then gives up on it
+    (infrastructure_error; not evaluable in passhat): scripted/noisy-0.7's failing trials.
+    The export holds them as tau2's own files do, so every task has its k=4 simulations
+    and `tau2 submit verify-trajs`, `prepare` and `validate` accept it; an import reads
+    them back as not evaluable."""
+    reason = installed_rules().exhausted_reason
+    db_url, run_id = await scripted_run(client, tmp_path_factory, "airline-full-noisy", limit=None,
+                                        agent_models=["scripted/noisy-0.7"], trials=4, concurrency=32)
+    env = cli_env(db_url, tmp_path)
+    store = Store(db_url)
+    given_up = [t for t in store.trials(run_id) if t.termination_reason == reason]
+    assert given_up and all(t.status == "not_evaluable" for t in given_up)
+    path = export_one(run_id, env, tmp_path)
+    simulations = json.loads(Path(path).read_text())["simulations"]
+    assert len(simulations) == 200
+    written = {s["id"]: s for s in simulations if s["termination_reason"] == reason}
+    assert set(written) == {t.trial_id for t in given_up}
+    assert all(s["messages"] == [] and s["reward_info"] is None and s["info"]["error_type"] == "EmptyReply"
+               for s in written.values())
+    verified = tau2("submit", "verify-trajs", path, env=env)
+    assert verified.returncode == 0 and "All files passed all checks" in verified.stdout, verified.stdout[-3000:]
+    body = json.loads((submit(path, env, tmp_path) / "submission.json").read_text())
+    # tau2's submission counts them as failures, as passhat's leaderboard line does
+    [row] = report_json(run_id, env)["results"]
+    assert body["results"]["airline"] == {
+        **{f"pass_{k}": pytest.approx(100 * row["pass_hat_k_leaderboard"][str(k)]) for k in range(1, 5)},
+        "cost": 0.0,
+    }
+    imported = passhat("import", path, "--run-id", "reimported", env=env)
+    assert imported.returncode == 0, imported.stderr
+    again = [t for t in store.trials("reimported") if t.termination_reason == reason]
+    store.close()
+    assert sorted((t.task_id, t.trial_index) for t in again) == sorted((t.task_id, t.trial_index) for t in given_up)
+    assert all((t.status, t.error_class) == ("not_evaluable", "EmptyReply") for t in again)
 
 
 def _synthetic_run(db_url: str, *, agent_args: dict) -> str:

@@ -177,7 +177,7 @@ def test_a_bad_file_is_one_line_naming_file_key_and_reason(tmp_path, content, ex
 
 BELOW = {"trials": 0, "concurrency": 0, "max_steps": 0, "max_errors": 0, "max_attempts": -1,
          "model_timeout": 0.5, "retry_for": "0s", "max_cost": 0.0,
-         "num_tasks": 0}
+         "num_tasks": 0, "timeout": 0}
 
 
 def test_a_bound_is_said_the_same_by_a_flag_and_a_file_key(tmp_path):
@@ -275,6 +275,29 @@ def test_a_judge_table_sets_the_judge_and_flags_override_it(tmp_path):
     bad = write(tmp_path, JUDGED.replace('model = "scripted/judge"', 'modell = "x"'), "bad.toml")
     with pytest.raises(UserInputError, match=r"bad\.toml: judge\.modell: unknown key"):
         sweep_config.load(bad)
+
+
+TIMED = 'domains = ["airline"]\ntimeout = 30\n[user]\nmodel = "scripted/oracle"\n[[agents]]\nmodel = "scripted/oracle"\n'
+
+
+@pytest.mark.skipif(installed_rules().timeout_reason is not None, reason="the refusal of a tau2 without a time limit (26.3)")
+def test_a_timeout_is_refused_where_tau2_has_no_time_limit(tmp_path):
+    sweep = sweep_config.load(write(tmp_path, TIMED))
+    assert sweep.values["timeout"] == 30
+    with pytest.raises(UserInputError, match=r"^--timeout \(a sweep file's timeout\) needs tau2 1\.0\.x: "
+                                             r"the installed tau2 26\.3 has no time limit on a conversation$"):
+        build_config(sweep_config.merge(sweep, RunOptions(), set()))
+
+
+@pytest.mark.skipif(installed_rules().timeout_reason is None, reason="needs tau2 1.0.x (--timeout)")
+def test_a_timeout_is_part_of_the_run_and_the_flag_overrides_the_file(tmp_path):
+    sweep = sweep_config.load(write(tmp_path, TIMED))
+    config = build_config(sweep_config.merge(sweep, RunOptions(), set()))
+    assert config.timeout == 30.0
+    untimed = config.model_copy(update={"timeout": None})
+    assert config.fingerprint() != untimed.fingerprint()
+    config = build_config(sweep_config.merge(sweep, RunOptions(timeout=5.5), {"timeout"}))
+    assert config.timeout == 5.5
 
 
 def test_a_run_needs_domains_models_and_a_user_model_from_somewhere(tmp_path):

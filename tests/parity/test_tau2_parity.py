@@ -90,6 +90,10 @@ class Group:
     # Modules of tests/plugin_modules that register the group's agent or domain: tau2's
     # side imports them, passhat's run is given them as its plugins.
     plugins: tuple[str, ...] = ()
+    # tau2 1.0.x's --timeout (seconds). The model then takes at least this long over
+    # every answer, so the limit has passed at the first step it is checked on, however
+    # fast the machine: the comparison shows where each runner checks it.
+    timeout: float | None = None
 
 
 MAIN = Group("main", max_steps=30)
@@ -349,7 +353,7 @@ def run_tau2(group: Group, tasks: dict[str, list[str]], model: pm.ParityModel, r
     seeds = tau2_seeds()
     state = random.getstate()  # run_tasks reseeds the global random module
     rules = installed_rules()
-    with FaultServer(responder=ANSWERS.wrap(model)) as srv, _tau2_judge(srv):
+    with FaultServer(responder=responder_for(group, model)) as srv, _tau2_judge(srv):
         args = http_args(srv, temperature=0.0)  # `tau2 run`'s default llm args
         # How a failed simulation is handled is the version's: 26.3 records it as an
         # agent_error placeholder (--skip-failed-samples); 1.0.x re-runs it
@@ -359,7 +363,8 @@ def run_tau2(group: Group, tasks: dict[str, list[str]], model: pm.ParityModel, r
             if rules.on_model_failure == "rerun" else {"skip_failed_samples": True}
         )
         for domain, ids in tasks.items():
-            res = run_tasks(
+            run = run_tasks if group.timeout is None else _timed_run_tasks(group.timeout)
+            res = run(
                 domain=domain,
                 tasks=get_tasks(domain, task_split_name="base", task_ids=ids),
                 agent=group.agent,
@@ -390,6 +395,33 @@ def run_tau2(group: Group, tasks: dict[str, list[str]], model: pm.ParityModel, r
             (d, t, s): i for d, ids in tasks.items() for t in ids for i, s in enumerate(seeds)
         }
         collect_requests(result, group, model, srv, seed_to_trial)
+
+
+def responder_for(group: Group, model: pm.ParityModel):  # noqa: ANN201
+    """The model's answers for a group's server: at once, or (a timed group) each after
+    the group's timeout has passed."""
+    answer = ANSWERS.wrap(model)
+    if group.timeout is None:
+        return answer
+
+    async def slow(body: dict) -> dict:
+        await asyncio.sleep(group.timeout)
+        return answer(body)
+
+    return slow
+
+
+def _timed_run_tasks(timeout: float):  # noqa: ANN202
+    """tau2 1.0.x's run_tasks with a --timeout: its flat-argument run_tasks has none, so
+    the run's config is built as `tau2 run --timeout` builds it."""
+    from tau2.data_model.simulation import TextRunConfig
+    from tau2.runner.batch import run_tasks as run_config
+
+    def run(*, domain: str, tasks: list, save_to: None, console_display: bool, **settings: Any):  # noqa: ANN202
+        config = TextRunConfig(domain=domain, timeout=timeout, **settings)
+        return run_config(config, tasks, save_path=save_to, console_display=console_display)
+
+    return run
 
 
 @contextlib.contextmanager
@@ -432,6 +464,7 @@ async def run_passhat(
                 max_steps=group.max_steps, max_errors=group.max_errors, max_attempts=2,
                 model_timeout=60.0, plugins=list(group.plugins),
                 **({"agent": group.agent} if group.agent != "llm_agent" else {}),
+                **({"timeout": group.timeout} if group.timeout is not None else {}),
                 **({"judge_model": MODEL, "judge_args": args} if installed_rules().grades_nl_assertions else {}),
             ))
             for domain, ids in tasks.items()
@@ -449,7 +482,7 @@ async def run_passhat(
             alias = {}
         alias = {k: v for k, v in alias.items() if k != v}
         model = pm.ParityModel(tasks, seed_alias=alias)
-        srv.responder = ANSWERS.wrap(model)
+        srv.responder = responder_for(group, model)
         queue = f"parity-{uuid.uuid4().hex[:8]}"
         async with build_worker(client, store, task_queue=queue):
             handles = [await start_run(client, store, cfg, task_queue=queue) for cfg in configs]
@@ -736,29 +769,12 @@ class Parity:
 
 @pytest.fixture(scope="module")
 async def parity(temporal_server, tmp_path_factory) -> Parity:
-    from passhat.infra.store import Store
-    from passhat.infra.temporal_server import connect
-
     seeds = tau2_seeds()
     main = select_tasks(seeds)
     odd = select_odd(main, seeds)
     selection = {MAIN.name: main, ODD.name: odd, CUSTOM.name: select_custom(main, seeds)}
-    tau2, ours = RunnerResult(), RunnerResult()
-    client = await connect(temporal_server.address)
-    store = Store(f"sqlite:///{tmp_path_factory.mktemp('parity') / 'results.db'}")
-    try:
-        for group in GROUPS:
-            tasks = selection[group.name]
-            if not tasks:
-                continue
-            model = pm.ParityModel(tasks)
-            await asyncio.to_thread(run_tau2, group, tasks, model, tau2)
-            try:
-                await run_passhat(client, store, group, tasks, ours)
-            except Exception as err:  # noqa: BLE001  (keep tau2's side, report passhat's failure)
-                ours.failures.append(f"[{group.name}] passhat could not run: {type(err).__name__}: {err}"[:800])
-    finally:
-        store.close()
+    tau2, ours = await run_both(temporal_server, tmp_path_factory, "parity",
+                                [(g, selection[g.name]) for g in GROUPS if selection[g.name]])
     if os.environ.get("PARITY_DUMP"):  # raw results, to rework the report offline
         import pickle
 
@@ -901,26 +917,36 @@ PLUGIN_DOMAIN = "home_internet"
 PLUGIN = Group("plugin", max_steps=30, plugins=(PLUGIN_DOMAIN,))
 
 
+async def run_both(temporal_server, tmp_path_factory, name: str,  # noqa: ANN001
+                   groups: list[tuple[Group, dict[str, list[str]]]]) -> tuple[RunnerResult, RunnerResult]:
+    """Each group's tasks through tau2's runner and through passhat (on a store named
+    `name`); passhat's failure to run is kept in its result, for the report."""
+    from passhat.infra.store import Store
+    from passhat.infra.temporal_server import connect
+
+    tau2, ours = RunnerResult(), RunnerResult()
+    client = await connect(temporal_server.address)
+    store = Store(f"sqlite:///{tmp_path_factory.mktemp(name) / 'results.db'}")
+    try:
+        for group, tasks in groups:
+            await asyncio.to_thread(run_tau2, group, tasks, pm.ParityModel(tasks), tau2)
+            try:
+                await run_passhat(client, store, group, tasks, ours)
+            except Exception as err:  # noqa: BLE001  (keep tau2's side, report passhat's failure)
+                ours.failures.append(f"[{group.name}] passhat could not run: {type(err).__name__}: {err}"[:800])
+    finally:
+        store.close()
+    return tau2, ours
+
+
 @pytest.fixture(scope="module")
 async def plugin_parity(temporal_server, tmp_path_factory) -> Parity:
     from passhat.domains.registry import get_domain
-    from passhat.infra.store import Store
-    from passhat.infra.temporal_server import connect
 
     import_for_tau2(PLUGIN)  # and so for get_domain in this process
     seeds = tau2_seeds()
     tasks = {PLUGIN_DOMAIN: get_domain(PLUGIN_DOMAIN).task_ids()}
-    tau2, ours = RunnerResult(), RunnerResult()
-    client = await connect(temporal_server.address)
-    store = Store(f"sqlite:///{tmp_path_factory.mktemp('parity-plugin') / 'results.db'}")
-    try:
-        await asyncio.to_thread(run_tau2, PLUGIN, tasks, pm.ParityModel(tasks), tau2)
-        try:
-            await run_passhat(client, store, PLUGIN, tasks, ours)
-        except Exception as err:  # noqa: BLE001  (keep tau2's side, report passhat's failure)
-            ours.failures.append(f"[plugin] passhat could not run: {type(err).__name__}: {err}"[:800])
-    finally:
-        store.close()
+    tau2, ours = await run_both(temporal_server, tmp_path_factory, "parity-plugin", [(PLUGIN, tasks)])
     comparison = compare(tau2, ours, seeds)
     path = REPORT_PATH.with_name("report-plugin.txt")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -935,7 +961,7 @@ async def test_a_plugin_domain_with_user_tools_and_sync_tools_runs_as_tau2_runs_
     same terminations and rewards; and the reference really exercised the domain: user
     tool calls whose answers show what sync_tools carried over from the agent's writes,
     and both rewards."""
-    t, p, c = plugin_parity.tau2, plugin_parity.passhat, plugin_parity.comparison
+    t = plugin_parity.tau2
     assert not t.unplaced and not t.responder_errors, (t.unplaced[:2], t.responder_errors[:2])
     assert len(t.outcomes) == len(plugin_parity.selection[PLUGIN.name][PLUGIN_DOMAIN]) * TRIALS
     assert {0.0, 1.0} <= {o.reward for o in t.outcomes.values()}, t.outcomes
@@ -944,6 +970,13 @@ async def test_a_plugin_domain_with_user_tools_and_sync_tools_runs_as_tau2_runs_
         if side_of(body) == "user" for m in body["messages"] if m.get("role") == "tool"
     ]
     assert "1000 Mbps" in user_tool_answers, user_tool_answers  # the agent's plan change, synced
+    fail_on_differences(plugin_parity)
+
+
+def fail_on_differences(parity: Parity) -> None:
+    """Fail with the report if passhat did not run, sent requests the model could not
+    place, or any conversation's requests, termination or reward differ from tau2's."""
+    p, c = parity.passhat, parity.comparison
     problems = list(p.failures)
     if p.unplaced:
         problems.append(f"passhat sent {len(p.unplaced)} requests the model could not place")
@@ -953,3 +986,38 @@ async def test_a_plugin_domain_with_user_tools_and_sync_tools_runs_as_tau2_runs_
         problems.append(f"{len(c.outcome_rows)} conversations with different termination/reward")
     if problems:
         pytest.fail("; ".join(problems) + "\n\n" + c.report, pytrace=False)
+
+
+# --------------------------------------------------------------------------- a time limit
+
+# tau2 1.0.x's --timeout, with a model slower than the limit: both runners end every
+# conversation where they first check the limit (after the user's first answer).
+TIMED = Group("timeout", max_steps=30, timeout=1.0)
+needs_timeout = pytest.mark.skipif(installed_rules().timeout_reason is None,
+                                   reason="needs tau2 1.0.x: the installed tau2 has no --timeout")
+
+
+@pytest.fixture(scope="module")
+async def timeout_parity(temporal_server, tmp_path_factory) -> Parity:
+    seeds = tau2_seeds()
+    # Two tasks of each domain, mock's initial conversation among them.
+    tasks = {d: ts[:2] for d, ts in select_tasks(seeds).items()}
+    tau2, ours = await run_both(temporal_server, tmp_path_factory, "parity-timeout", [(TIMED, tasks)])
+    comparison = compare(tau2, ours, seeds)
+    path = REPORT_PATH.with_name("report-timeout.txt")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(comparison.report + f"\n{len(tau2.outcomes)} conversations; tau2's outcomes "
+                    f"{dict(Counter(_fmt(o) for o in tau2.outcomes.values()))}\n")
+    return Parity(seeds, {TIMED.name: tasks}, tau2, ours, comparison)
+
+
+@needs_timeout
+async def test_a_time_limit_ends_conversations_where_tau2_ends_them(timeout_parity: Parity):
+    """Every conversation ends as timeout with reward 0 after the user's first answer,
+    in tau2 (the reference) and in passhat, with the same requests."""
+    t = timeout_parity.tau2
+    assert not t.unplaced and not t.responder_errors, (t.unplaced[:2], t.responder_errors[:2])
+    assert len(t.outcomes) == sum(map(len, timeout_parity.selection[TIMED.name].values())) * TRIALS
+    assert {(o.termination_reason, o.reward) for o in t.outcomes.values()} == {("timeout", 0.0)}
+    assert all([side_of(b) for b in reqs] == ["user"] for reqs in t.requests.values())
+    fail_on_differences(timeout_parity)

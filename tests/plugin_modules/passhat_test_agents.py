@@ -65,6 +65,20 @@ class BoxedAgent(LLMAgent):
         return Box(state.system_messages, state.messages)
 
 
+def _factory(cls: type):  # noqa: ANN202
+    """tau2 1.0.x registers an agent as a factory, called with the tools, the policy
+    and the run's settings."""
+    def make(tools, domain_policy, **settings):  # noqa: ANN001, ANN003, ANN202
+        return cls(tools=tools, domain_policy=domain_policy, llm=settings.get("llm"),
+                   llm_args=settings.get("llm_args"))
+
+    return make
+
+
 for _name, _cls in (("notes_agent", NotesAgent), ("raising_agent", RaisingAgent), ("boxed_agent", BoxedAgent)):
-    if _name not in registry.get_agents():
+    if _name in registry.get_agents():
+        continue
+    if hasattr(registry, "register_agent_factory"):  # tau2 1.0.x
+        registry.register_agent_factory(_factory(_cls), _name)
+    else:  # tau2 26.3
         registry.register_agent(_cls, _name)

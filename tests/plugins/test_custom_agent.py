@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from passhat.cli.run_options import UserInputError
+from passhat.domains.tau2_version import installed_rules
 from tests.helpers import TEST_AGENTS
 from tests.runs import config as run_config, run_to_end
 
@@ -42,12 +43,20 @@ async def test_notes_agent_runs_with_its_state_recorded_each_turn(client, sqlite
 
 
 async def test_agent_exception_ends_the_trial_as_agent_error(client, sqlite_store):
+    """An exception in the agent's turn is the agent's failure: agent_error on 26.3;
+    1.0.x re-runs the simulation and then gives up on it (not evaluable)."""
+    rules = installed_rules()
     cfg = config(agent="raising_agent", task_ids=["1"], trials=1)
     await run_to_end(client, sqlite_store, cfg)
     [trial] = sqlite_store.trials(cfg.run_id)
-    assert (trial.status, trial.termination_reason, trial.reward) == ("scored", "agent_error", 0.0)
-    assert (trial.error_class, trial.error_side) == ("RuntimeError", "agent")
-    assert "gave up on turn 2" in trial.error
+    if rules.on_model_failure == "rerun":
+        assert (trial.status, trial.termination_reason, trial.error_class) == (
+            "not_evaluable", rules.exhausted_reason, "RuntimeError")
+        assert f"on every one of {1 + rules.simulation_retries} attempts" in trial.error
+    else:
+        assert (trial.status, trial.termination_reason, trial.reward) == ("scored", "agent_error", 0.0)
+        assert (trial.error_class, trial.error_side) == ("RuntimeError", "agent")
+        assert "gave up on turn 2" in trial.error
     # the first turn was recorded with its state; the failing one without
     assert [s["state"]["turns"] for s in agent_states(sqlite_store, trial.trial_id)] == [1]
 
