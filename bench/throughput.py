@@ -164,13 +164,55 @@ def serve_model(domain: str, latency: float) -> None:
             self.seen.clear()
             self.first_at = self.last_at = None
 
+    class OpenCalls:
+        """The responder, counting the calls open at once: the integral of that count
+        over time (exact: it changes only as a call comes in or is answered), from the
+        first call in to the last answered. Over that time it is the mean number of
+        conversations in flight (each waits on at most one call)."""
+
+        def __init__(self, inner) -> None:  # noqa: ANN001
+            self.inner = inner
+            self.lock = threading.Lock()
+            self.clear()
+
+        def clear(self) -> None:
+            self.open, self.area, self.since, self.first, self.last = 0, 0.0, None, None, None
+
+        def _change(self, by: int) -> None:
+            with self.lock:
+                now = time.time()
+                if self.since is not None:
+                    self.area += self.open * (now - self.since)
+                self.since, self.open = now, self.open + by
+                self.first = self.first or now
+                if by < 0:
+                    self.last = now
+
+        async def __call__(self, body: dict) -> dict:
+            self._change(+1)
+            try:
+                return await self.inner(body)
+            finally:
+                self._change(-1)
+
+        def mean(self) -> float | None:
+            with self.lock:
+                if self.first is None or self.last is None or self.last <= self.first:
+                    return None
+                return self.area / (self.last - self.first)
+
     class Server(FaultServer):
         def stats(self) -> dict:  # what GET /stats answers
             # (not under self._lock: super().stats() takes it, and it is not reentrant)
             return {**super().stats(), "distinct": len(self._requests.seen),
-                    "first_at": self._requests.first_at, "last_at": self._requests.last_at}
+                    "first_at": self._requests.first_at, "last_at": self._requests.last_at,
+                    "mean_in_flight": self.responder.mean()}
 
-    srv = Server(responder=ScriptedResponder([domain], latency=latency))
+        def reset(self) -> None:
+            super().reset()
+            self.responder.clear()
+
+    srv = Server(responder=OpenCalls(ScriptedResponder([domain], latency=latency)))
     srv._requests = Keys()
     srv.start()
     done = threading.Event()
@@ -380,8 +422,9 @@ def bench_passhat(args, ids: list[str], trials: int, model: ModelServer, tmp: Pa
     home.mkdir()
     db_url = f"sqlite:///{home / 'results.db'}"
     model_args = json.dumps(http_args(model.url))  # also sets the key's variable in os.environ
+    startup_log = home / "startup.log"
     env = {**os.environ, "PASSHAT_HOME": str(home), "TEMPORAL_ADDRESS": temporal_address,
-           "PASSHAT_DB_URL": db_url}
+           "PASSHAT_DB_URL": db_url, "PASSHAT_STARTUP_LOG": str(startup_log)}
     cmd = [str(PASSHAT), "run", "--domain", args.domain, *[a for t in ids for a in ("--task", t)],
            "--agent-model", model_name(args), "--user-model", model_name(args), "--agent-args", model_args,
            "--user-args", model_args, "--trials", str(trials), "--concurrency", str(args.concurrency),
@@ -407,6 +450,9 @@ def bench_passhat(args, ids: list[str], trials: int, model: ModelServer, tmp: Pa
     m["log"] = tmp / "passhat.err"
     m["db_url"] = db_url
     m["longest_calls"] = longest_conversation(home / "results.db", run_id)
+    # When `passhat run` reached each phase of its start-up (cli.common.startup_mark).
+    m["phases"] = ([(line.split()[0:-1], float(line.split()[-1])) for line in startup_log.read_text().splitlines()]
+                   if startup_log.exists() else [])
     return m
 
 
@@ -482,6 +528,7 @@ def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, lo
     row("first model call, after (s)", lambda r: since_start(r, "first_at"))
     row("last model call answered, after (s)",
         lambda r: since_start(r, "last_at", args.latency))
+    row("conversations in flight / concurrency", lambda r: in_flight(r, args.concurrency))
     row("latency bound (s)", lambda r: f"{bounds[r['name']]:.1f}")
     row("wall / latency bound", lambda r: f"{r['wall_s'] / bounds[r['name']]:.2f}x")
     row("model server CPU (not counted)", lambda r: f"{r['model_cpu']:.1f}")
@@ -509,6 +556,30 @@ def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, lo
         # is a chain of calls no concurrency shortens.
         print(f"longest conversation: {longest} model calls one after another x {args.latency:g} s = "
               f"{longest * args.latency:.1f} s, a floor for either runner's wall time (start-up not counted)")
+    for c in cols:
+        r = results[c]
+        if r.get("first_at") is None:
+            continue
+        # However long the conversations, no runner does better than keeping
+        # `concurrency` of them in flight all along, and none ends before its longest.
+        startup = r["first_at"] - r["started_at"]
+        work = r["served"] * args.latency / args.concurrency
+        chain = (r.get("longest_calls") or 0) * args.latency
+        bound = max(work, chain) + startup
+        print(f"{names[c]}: work-conserving bound = max(calls {r['served']} x {args.latency:g} s / "
+              f"{args.concurrency} = {work:.1f} s, longest conversation {chain:.1f} s) + start-up "
+              f"{startup:.1f} s = {bound:.1f} s; wall {r['wall_s']:.1f} s = {r['wall_s'] / bound:.2f}x; "
+              f"in flight {in_flight(r, args.concurrency)} of concurrency")
+    if results.get("passhat", {}).get("phases"):
+        p = results["passhat"]
+        steps, last = [], p["started_at"]
+        for words, at in p["phases"]:
+            steps.append(f"{' '.join(words)} +{at - last:.2f}")
+            last = at
+        if p.get("first_at") is not None:
+            steps.append(f"first model call +{p['first_at'] - last:.2f}")
+        print(f"passhat start-up, from `passhat run` (s): {', '.join(steps)} "
+              f"= {(p.get('first_at') or last) - p['started_at']:.2f}")
     ratio = round_ratio(results)
     if ratio is not None:
         print(f"ratio passhat / tau2 conversations per hour: {ratio:.2f}x; "
@@ -555,6 +626,13 @@ def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, lo
               f"CPU {total:.1f} s / {cores} cores = {total / cores:.1f} s) = "
               f"{TARGET_BOUND_FACTOR * bound:.1f} s: wall {p['wall_s']:.1f} s = {p['wall_s'] / bound:.2f}x  "
               f"{'met' if p['wall_s'] <= TARGET_BOUND_FACTOR * bound else 'NOT met'} {label}")
+
+
+def in_flight(r: dict, concurrency: int) -> str:
+    """The time-weighted mean of the model server's open calls, from the first call to
+    the last answer, over the concurrency allowed."""
+    mean = r.get("mean_in_flight")
+    return "-" if mean is None else f"{mean / concurrency:.2f}"
 
 
 def since_start(r: dict, key: str, plus: float = 0.0) -> str:
@@ -621,6 +699,7 @@ def main(argv: list[str] | None = None) -> int:
                     stats = model.stats()
                     r.update(name=name, served=stats["served"], received=stats["received"],
                              distinct=stats["distinct"], first_at=stats["first_at"], last_at=stats["last_at"],
+                             mean_in_flight=stats.get("mean_in_flight"),
                              responder_errors=stats["counts"].get("responder_error", 0))
                     results[name] = r
                     # Waves of conversations, each as long as a conversation's model calls.
@@ -674,6 +753,7 @@ def report_rounds(args, rounds: list, shown: dict) -> None:  # noqa: ANN001
         walls = ", ".join(f"{name} {r['wall_s']:.1f} s wall ({r['cpu_s'] / n:.2f} CPU s/conv)"
                           for name, r in results.items())
         ratio = round_ratio(results)
+        walls += "".join(f"; {name} in flight {in_flight(r, args.concurrency)}" for name, r in results.items())
         print(f"  round {i}: {walls}" + (f"; ratio {ratio:.2f}x" if ratio is not None else "")
               + ("   <- reported below (the median)" if results is shown else ""))
 

@@ -153,3 +153,16 @@ def _tidy_metavars(command, ctx) -> None:  # noqa: ANN001 - a click Command, its
                 param.metavar = f"<{shown[6:-2]}>"
     for name in getattr(command, "commands", {}):
         _tidy_metavars(command.commands[name], ctx)
+
+
+def startup_mark(phase: str) -> None:
+    """With PASSHAT_STARTUP_LOG set (bench/throughput.py sets it), append when this
+    process reached a phase of its start-up: `<phase> <unix time>`, one a line."""
+    import os
+
+    path = os.environ.get("PASSHAT_STARTUP_LOG")
+    if path:
+        import time
+
+        with open(path, "a") as log:
+            log.write(f"{phase} {time.time():.4f}\n")

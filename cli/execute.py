@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from passhat.cli.common import err_console, fail, open_store, out_console
+from passhat.cli.common import err_console, fail, open_store, out_console, startup_mark
 from passhat.cli.run_options import UserInputError
 
 MAX_CONCURRENT_ACTIVITIES = 64  # per worker process
@@ -24,6 +24,7 @@ def execute_here(config, *, workers: int | None = None, **kwargs):  # noqa: ANN0
     from passhat.domains.plugins import load_plugins
     from passhat.workflows.worker import preload
 
+    startup_mark("imported")
     extra = 0 if kwargs.get("detach") else (workers or default_process_count()) - 1
     # Before anything is recorded or forked: a plugin that does not import stops here,
     # and the forked workers inherit the ones that do.
@@ -37,6 +38,7 @@ def execute_here(config, *, workers: int | None = None, **kwargs):  # noqa: ANN0
             preload(config.domains, config.plugins)
         with worker_processes(extra, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
                               provider_limits=config.provider_limits, plugins=config.plugins):
+            startup_mark("forked")
             return asyncio.run(execute(config, **kwargs))
     except KeyboardInterrupt:
         if kwargs.get("detach"):
@@ -52,21 +54,20 @@ async def execute(config, *, detach: bool, output: str, resume: bool = False,
                   preview: bool = False, yes: bool = False):  # noqa: ANN001, ANN202
     """Start (or attach to, or with `resume` restart) the run's workflow; unless
     detached, serve it with a worker in this process and follow it to its summary."""
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-
-    from passhat.workflows.client import follow, start_run
+    from passhat.workflows.client import start_run
     from passhat.cli.run_config import provider_limit_args
     from passhat.workflows.worker import build_worker
     from passhat.infra.temporal_server import connect, ui_url
 
     store = open_store()
     client = await connect()
+    startup_mark("connected")
     await _ensure_search_attributes(client)
     if preview:
         _announce(store, config, yes=yes)
-    handle = await start_run(client, store, config, resume=resume)
-    ui = ui_url()
     if detach:
+        await start_run(client, store, config, resume=resume)
+        ui = ui_url()
         print(config.run_id)
         err_console.print(f"run {config.run_id} started; follow it with `passhat status {config.run_id}`"
                           + (f" or in the Temporal UI: {ui}" if ui else ""))
@@ -78,8 +79,26 @@ async def execute(config, *, detach: bool, output: str, resume: bool = False,
             err_console.print("it is served only by workers started with "
                               f"`passhat worker {' '.join(worker_args)}`", highlight=False)
         return None
-    from passhat.cli.render import not_evaluable_line, progress_fields, progress_with_note, retry_line, workflow_link
 
+    # This process runs one worker; the others are its children (see execute_here). It
+    # polls before the run starts, so the run's first workflow task is taken at once.
+    async with build_worker(client, store, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+                            provider_limits=config.provider_limits, plugins=config.plugins):
+        startup_mark("worker started")
+        handle = await start_run(client, store, config, resume=resume)
+        startup_mark("run started")
+        return await _follow(handle, store, config, output)
+
+
+async def _follow(handle, store, config, output: str):  # noqa: ANN001, ANN202
+    """Follow the run with a progress bar to its summary."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+    from passhat.cli.render import not_evaluable_line, progress_fields, progress_with_note, retry_line, workflow_link
+    from passhat.infra.temporal_server import ui_url
+    from passhat.workflows.client import follow
+
+    ui = ui_url()
     if ui:
         err_console.print(f"Temporal UI: {workflow_link(ui, config.run_id)}", soft_wrap=True)
     # Under the bar: the model calls being retried, if any (a provider answering 500 to
@@ -103,11 +122,7 @@ async def execute(config, *, detach: bool, output: str, resume: bool = False,
         def not_evaluable(row) -> None:  # noqa: ANN001 - a store.TrialRow
             progress.console.print(not_evaluable_line(row), highlight=False, markup=False, soft_wrap=True)
 
-        # This process runs one worker; the others are its children (see execute_here).
-        async with build_worker(client, store, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
-                                provider_limits=config.provider_limits, plugins=config.plugins):
-            summary = await follow(handle, store, config.run_id, update, on_not_evaluable=not_evaluable)
-    return summary
+        return await follow(handle, store, config.run_id, update, on_not_evaluable=not_evaluable)
 
 
 def _announce(store, config, *, yes: bool) -> None:  # noqa: ANN001 - a Store, a RunConfig

@@ -253,10 +253,10 @@ def trial_specs(config: RunConfig) -> list[TrialSpec]:
 
 
 def workflow_ids(config: RunConfig) -> list[tuple[str, str]]:
-    """(kind, workflow id) of every workflow the run will start."""
+    """(kind, workflow id) of every workflow the run will start (the run starts its
+    trials itself: task workflows are of runs recorded before the sliding window)."""
     ids = [("run", config.run_id)]
     for unit in config.units():
-        ids.append(("task", unit.task_workflow_id))
         ids += [("trial", unit.trial(i).trial_id) for i in range(unit.trials)]
     return ids
 

@@ -235,7 +235,7 @@ async def cancel_run(
         return f"not running (its workflow is {status.name.lower() if status else 'unknown'})"
     if not await has_live_worker(client, desc.task_queue):
         say("no worker is running: terminating its workflows")
-        await _terminate(handle, "no worker was running")
+        await _terminate(client, handle, "no worker was running", store)
         how = "terminated (no worker was running)"
     else:
         say("stopping its conversations (model calls in flight are closed) ...")
@@ -246,7 +246,7 @@ async def cancel_run(
             if idle is None:
                 result.result()
                 return "finished before the cancel request arrived"
-            await _terminate(handle, "no worker acted on the cancel request")
+            await _terminate(client, handle, "no worker acted on the cancel request", store)
             how = f"terminated (no worker took the request up within {idle:.0f} s)"
         except WorkflowFailureError:
             how = "cancelled"
@@ -288,10 +288,18 @@ async def _until_done_or_unattended(handle: WorkflowHandle, result: asyncio.Futu
     return None
 
 
-async def _terminate(handle: WorkflowHandle, why: str) -> None:
-    """Terminate the run's workflow; the server terminates its task and trial workflows
-    (their parent close policy)."""
-    await handle.terminate(reason=f"passhat cancel: {why}")
+async def _terminate(client: Client, handle: WorkflowHandle, why: str, store) -> None:  # noqa: ANN001
+    """Terminate the run's workflow and its trials. The server terminates the task and
+    trial workflows of the earlier shape with it (their parent close policy); the
+    window's trials run on across continue-as-new (ABANDON), so each trial the store
+    says is unfinished is terminated by its id."""
+    reason = f"passhat cancel: {why}"
+    await handle.terminate(reason=reason)
+    for trial in store.trials(handle.id, status=TRIAL_RUNNING):
+        try:
+            await client.get_workflow_handle(trial.trial_id).terminate(reason=reason)
+        except RPCError:  # not running (ended, or never started)
+            pass
 
 
 async def _workflow_exists(client: Client, workflow_id: str) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
+from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
@@ -26,6 +27,17 @@ with workflow.unsafe.imports_passed_through():
 # environment in that process's session cache. patched: a history written with them as
 # ordinary activities (by an earlier passhat) replays as it was written.
 LOCAL_STEPS_PATCH = "local-steps"
+
+# The signal a trial started by a run's sliding window (workflows/window.py) sends that
+# run when it ends: the run may have continued as new since it started the trial, and a
+# new execution learns of the ends of trials it did not start only this way.
+TRIAL_ENDED_SIGNAL = "trial_ended"
+REPORT_TO_MEMO = "report_to"
+
+
+class TrialEnded(BaseModel):
+    trial_id: str
+    outcome: TrialOutcome | None = None  # None: ended without one (failed, terminated)
 
 
 class Turns:
@@ -101,6 +113,10 @@ def _stop_reason(r: StepResult) -> str:
 class TrialWorkflow:
     @workflow.run
     async def run(self, spec: TrialSpec) -> TrialOutcome:
+        # The id of the run workflow to signal once the trial has ended, in the memo it
+        # was started with (the input stays the TrialSpec that recorded histories hold).
+        # A trial of a task workflow, as started before the sliding window, has none.
+        report_to = workflow.memo_value(REPORT_TO_MEMO, None, type_hint=str)
         outcome = await self._run(spec)
         # Shown in the UI: the outcome as a search attribute, reward and reason as memo.
         label = outcome.label
@@ -114,6 +130,8 @@ class TrialWorkflow:
         workflow.set_current_details(
             f"**{label}**: reward {outcome.reward}, {outcome.termination_reason or outcome.error}"
         )
+        if report_to is not None:
+            await report_end(report_to, outcome)
         if not outcome.evaluable:
             # Red in the Temporal UI, with the error; the task workflow records it, leaves
             # it out of pass^k and lets the siblings finish, and resume runs it again.
@@ -237,6 +255,20 @@ class TrialWorkflow:
         """Run a step that works on the store and the domain (not a model call)."""
         run = workflow.execute_local_activity_method if self._local else workflow.execute_activity_method
         return await run(activity, arg, **self._store_options, summary=summary)
+
+
+async def report_end(run_workflow_id: str, outcome: TrialOutcome) -> None:
+    """Tell the run (its current execution: the signal goes by workflow id) that this
+    trial has ended. A run that has closed meanwhile (cancelled, terminated) needs no
+    news: the failure to deliver is logged, not raised."""
+    try:
+        await workflow.get_external_workflow_handle(run_workflow_id).signal(
+            TRIAL_ENDED_SIGNAL, TrialEnded(trial_id=outcome.trial_id, outcome=outcome)
+        )
+    except asyncio.CancelledError:
+        raise
+    except Exception as err:  # noqa: BLE001 - whatever the server answered
+        workflow.logger.warning("trial %s could not report to run %s: %s", outcome.trial_id, run_workflow_id, err)
 
 
 def tool_summary(tools: list[str], step: int, limit: int = 200) -> str:

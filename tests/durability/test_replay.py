@@ -112,11 +112,10 @@ def pick_committed(histories: dict[str, WorkflowHistory], store) -> dict[str, Wo
         return next(h for wf_id, h in sorted(histories.items()) if pred(wf_id, h))
 
     return {
-        "run": histories[RUN_ID],
-        "task-oracle": histories[f"{RUN_ID}/openai/oracle/airline/1"],
-        "trial-oracle-retried": first(lambda i, h: "/openai/oracle/" in i and i in trials and retried(h)),
-        "trial-noisy-failure": first(lambda i, h: i in trials and trials[i].reward == 0.0),
-        "trial-not-evaluable": first(lambda i, h: i in trials and trials[i].status == "not_evaluable"),
+        "window-run": histories[RUN_ID],
+        "window-trial-oracle-retried": first(lambda i, h: "/openai/oracle/" in i and i in trials and retried(h)),
+        "window-trial-noisy-failure": first(lambda i, h: i in trials and trials[i].reward == 0.0),
+        "window-trial-not-evaluable": first(lambda i, h: i in trials and trials[i].status == "not_evaluable"),
     }
 
 
@@ -131,20 +130,20 @@ async def test_live_histories_replay(client, sqlite_store, model_server, respond
         expected_reward(t.agent_model, t.seed, t.domain, t.task_id) == 0.0
         for t in trials.values() if "noisy" in t.agent_model
     ) >= 1
-    assert {workflow_type(h) for h in histories.values()} == {"RunWorkflow", "TaskWorkflow", "TrialWorkflow"}
+    # The run starts its trials itself (the sliding window): no task workflows.
+    assert {workflow_type(h) for h in histories.values()} == {"RunWorkflow", "TrialWorkflow"}
 
     async def each():
         for history in histories.values():
             yield history
 
     result = await replayer().replay_workflows(each(), raise_on_replay_failure=False)
-    assert len(histories) == 1 + 3 + 6 and result.replay_failures == {}
+    assert len(histories) == 1 + 6 and result.replay_failures == {}
 
     chosen = pick_committed(histories, sqlite_store)
     if os.environ.get("PASSHAT_RECORD_HISTORIES") == "1":
+        # The files of earlier shapes stay: runs of those shapes may still be in flight.
         HISTORIES.mkdir(exist_ok=True)
-        for old in HISTORIES.glob("*.json"):
-            old.unlink()
         for name, history in chosen.items():
             (HISTORIES / f"{name}.json").write_text(history.to_json())
 
@@ -153,8 +152,12 @@ def test_committed_histories_cover_every_workflow():
     histories = committed()
     assert {workflow_type(h) for h in histories} == {w.__name__ for w in (RunWorkflow, TaskWorkflow, TrialWorkflow)}
     names = {h.workflow_id for h in histories}
+    # Task workflows, as the run started them before the sliding window ...
     assert {"run", "task-oracle", "trial-oracle-retried", "trial-noisy-failure", "trial-not-evaluable",
             "run-budget-exhausted"} <= names
+    # ... and the run's window of trial workflows that signal their end.
+    assert {"window-run", "window-trial-oracle-retried", "window-trial-noisy-failure",
+            "window-trial-not-evaluable", "window-run-budget-exhausted"} <= names
 
 
 async def test_live_budget_stop_history_replays(client, sqlite_store, model_server):
@@ -179,9 +182,12 @@ async def test_live_budget_stop_history_replays(client, sqlite_store, model_serv
     scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name
                  for e in history.events if e.HasField("activity_task_scheduled_event_attributes")]
     assert scheduled == ["run_cost", "run_cost", "close_run_over_budget", "summarize_run"]
+    # The window's shape: the trial is the run's child, and it signalled its end.
+    types = {e.event_type for e in history.events}
+    assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED in types
     await replayer().replay_workflow(history)
     if os.environ.get("PASSHAT_RECORD_HISTORIES") == "1":
-        (HISTORIES / "run-budget-exhausted.json").write_text(history.to_json())
+        (HISTORIES / "window-run-budget-exhausted.json").write_text(history.to_json())
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in HISTORIES.glob("*.json")))
