@@ -112,6 +112,13 @@ def _outcomes(store, run_ids: list[str]) -> dict[str, list]:  # noqa: ANN001 - a
     return out
 
 
+def _round_outcomes(store, rounds: list[str], keys: list[str]) -> list[dict[str, list]]:  # noqa: ANN001
+    """Each round's outcomes, the first round listing every task (none run yet: no trials)."""
+    data = [_outcomes(store, [run_id]) for run_id in rounds] or [{}]
+    data[0] = {key: [] for key in keys} | data[0]
+    return data
+
+
 def _baseline_outcomes(store, run_id: str) -> dict[str, list]:  # noqa: ANN001
     """A run's outcomes, or a gate's (all its rounds)."""
     if store.get_run(run_id) is not None:
@@ -142,17 +149,21 @@ def _run_rounds(store, base, criteria, reference, cap: int, *, workers, yes: boo
     rounds: list[str] = []
     stopped = None
     while True:
-        data = {key: [] for key in keys} | _outcomes(store, rounds)
-        results = [decide.evaluate(c, data, reference, interval=False) for c in criteria]
+        data = _round_outcomes(store, rounds, keys)
+        results = [decide.evaluate(c, data, reference, max_trials=cap, interval=False) for c in criteria]
         if all(r.decided for r in results):
             break
         spent = sum(store.run_cost(r) for r in rounds)
         if base.max_cost is not None and spent >= base.max_cost:
             stopped = f"the budget of {base.max_cost:g} USD is spent"
             break
-        chosen = decide.open_tasks(criteria, data, cap, [r for r in results if not r.decided])
+        open_ = [r for r in results if not r.decided]
+        chosen = decide.open_tasks(criteria, data, cap, open_)
         if not chosen:
-            stopped = f"every task has its {cap} trials (--max-trials) or has settled"
+            stopped = (f"too close to call: at the estimates so far, the rest of the budget ({cap} trials a "
+                       f"task, --max-trials) would decide with less than {decide.FUTILITY:.0%} chance"
+                       if all(r.futile for r in open_) else
+                       f"every task has its {cap} trials (--max-trials) or is not expected to move the evidence")
             break
         run_id = _round_id(base.run_id, len(rounds))
         per_domain = {d: [t for t in base.task_ids[d] if f"{d}/{t}" in chosen] for d in base.domains}
@@ -175,10 +186,10 @@ def _run_rounds(store, base, criteria, reference, cap: int, *, workers, yes: boo
         if store.get_run(run_id).status == RUN_BUDGET_EXHAUSTED:
             stopped = "the budget (--max-cost) ran out during the round"
             break
-    data = {key: [] for key in keys} | _outcomes(store, rounds)
-    results = [decide.evaluate(c, data, reference) for c in criteria]
+    data = _round_outcomes(store, rounds, keys)
+    results = [decide.evaluate(c, data, reference, max_trials=cap) for c in criteria]
     return gate_record(base.run_id, results, rounds=rounds, stopped=stopped, tasks=len(keys),
-                       conversations=sum(len(v) for v in data.values()),
+                       conversations=sum(len(v) for v in decide.merged(data).values()),
                        cost_usd=sum(store.run_cost(r) for r in rounds))
 
 

@@ -87,7 +87,7 @@ def test_not_evaluable_trials_never_decide(env, tmp_path):
 
 def test_a_killed_gate_resumes_without_running_a_round_again(env, tmp_path):
     args = [str(PASSHAT), "gate", *SUITE, "-m", "scripted/oracle", "--agent-args", '{"latency": 0.5}',
-            "--require", "pass^1 >= 0.9", "--max-trials", "8", "--run-id", "g-kill"]
+            "--require", "pass^1 >= 0.75", "--max-trials", "8", "--run-id", "g-kill"]
     store_path = tmp_path / "home" / "results.db"
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     store = None
@@ -107,10 +107,10 @@ def test_a_killed_gate_resumes_without_running_a_round_again(env, tmp_path):
     first = {(t.trial_id, t.attempts, t.finished_at) for t in store.trials("g-kill-r0")}
     assert len(first) == len(TASKS)
     again = passhat(*args[1:], env=env, timeout=600)
-    assert again.returncode == 3, again.stderr  # 4 tasks cannot show pass^1 >= 0.9 in 8 trials
+    assert again.returncode == 0, again.stderr  # 4 tasks that never fail show pass^1 >= 0.75 in 6 rounds
     assert "round 0" not in again.stderr and "round 1 (g-kill-r1)" in again.stderr
     assert {(t.trial_id, t.attempts, t.finished_at) for t in store.trials("g-kill-r0")} == first
-    rounds = [r for r in ("g-kill-r0", "g-kill-r1", "g-kill-r2", "g-kill-r3") if store.get_run(r)]
+    rounds = [r for r in (f"g-kill-r{i}" for i in range(8)) if store.get_run(r)]
     # The rounds after the kill ran once each (a trial in flight in the killed round is
     # continued by its resume, with a new attempt number: that is not a round run again).
     assert len(rounds) >= 3
