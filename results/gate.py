@@ -35,7 +35,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Literal, Mapping, NamedTuple, Sequence, Union
+from typing import Callable, Literal, Mapping, NamedTuple, Sequence, Union
 
 import numpy as np
 
@@ -136,10 +136,10 @@ def blocks(outcomes: Outcomes, k: int) -> list[int]:
     return [success for _, _, success in _timed_blocks([list(outcomes)], k)]
 
 
-def _timed_blocks(rounds: Sequence[Outcomes], k: int) -> list[tuple[int, int, int]]:
-    """`blocks` of a task's rounds of trials, each as (the round its first trial ran in,
-    the round its last ran in, success): its tilt is planned before the first."""
-    trials = [(r, o) for r, outcomes in enumerate(rounds) for o in outcomes]
+def _timed_blocks(rounds: Sequence[Outcomes], k: int) -> list[tuple[tuple[int, int], tuple[int, int], int]]:
+    """`blocks` of a task's rounds of trials, each as (where its first trial ran, where its
+    last ran, success); a trial's place is (round, its index in the round)."""
+    trials = [((r, i), o) for r, outcomes in enumerate(rounds) for i, o in enumerate(outcomes)]
     out = []
     for start in range(0, len(trials) - k + 1, k):
         block = [o for _, o in trials[start:start + k]]
@@ -161,31 +161,38 @@ def merged(data: Rounds) -> dict[str, list]:
     return out
 
 
-def replay(criterion: "Criterion", rounds: Rounds, tasks: Sequence[str],
-           baseline: Mapping[str, Outcomes] | None = None) -> Evidence:
-    """The criterion's evidence on one gate, rebuilt round by round as the gate saw it: each
-    round's tilts planned from the blocks finished before it, so a resumed gate and the
-    gate itself reach the same wealth."""
-    rounds, k, n = _as_rounds(rounds), criterion.k, len(tasks)
+def replay(k: int, bar: float, rounds: Rounds, tasks: Sequence[str],
+           baseline: Mapping[str, Outcomes] | None = None,
+           aim: "Callable[[Evidence], tuple[np.ndarray, np.ndarray]] | None" = None) -> Evidence:
+    """The evidence about "mean pass^k >= bar" on one gate, rebuilt as the gate saw it. The
+    trials are taken in order of (round, index in the round): a fixed order, so each block
+    can be bet with tilts planned (aimed at the bar, or where `aim` says from the evidence
+    so far) from the blocks finished before its first trial. Rounds of one block a task
+    replay exactly as they ran; a round of several blocks a task (or one look at a whole
+    fixed run) is bet block by block, as a sequence of rounds."""
+    rounds, n = _as_rounds(rounds), len(tasks)
     base = None
     if baseline is not None:
         cut = [blocks(list(baseline.get(t, [])), k) for t in tasks]
         width = range(max(map(len, cut), default=0))
         base = (np.array([[[c[b] if b < len(c) else 0 for b in width] for c in cut]]),
                 np.array([[[b < len(c) for b in width] for c in cut]]))
-    evidence = Evidence(1, n, _bar(criterion), base)
-    timed = [_timed_blocks([r.get(t, []) for r in rounds], k) for t in tasks]
-    plans = []
-    for r in range(len(rounds)):
-        plans.append(evidence.plan())
-        ending = [[b for b in task_blocks if b[1] == r] for task_blocks in timed]
-        for depth in range(max(map(len, ending), default=0)):  # one block per task at a time
-            ran = np.array([[depth < len(e) for e in ending]])
-            success = np.array([[depth < len(e) and bool(e[depth][2]) for e in ending]])
-            plan = np.zeros((2, 1, n))
-            for i, e in enumerate(ending):
-                if depth < len(e):
-                    plan[:, 0, i] = plans[e[depth][0]][:, 0, i]
+    evidence = Evidence(1, n, bar, base)
+    starting: dict[tuple[int, int], list] = {}
+    ending: dict[tuple[int, int], list] = {}
+    for i, t in enumerate(tasks):
+        for start, end, success in _timed_blocks([r.get(t, []) for r in rounds], k):
+            starting.setdefault(start, []).append(i)
+            ending.setdefault(end, []).append((i, start, success))
+    plans = {}
+    for place in sorted(starting.keys() | ending.keys()):
+        if place in starting:
+            plans[place] = evidence.plan(aim(evidence) if aim else None)
+        if place in ending:  # at most one block of each task ends at a place
+            ran, success, plan = np.zeros((1, n), bool), np.zeros((1, n), bool), np.zeros((2, 1, n))
+            for i, start, won in ending[place]:
+                ran[0, i], success[0, i] = True, bool(won)
+                plan[:, 0, i] = plans[start][:, 0, i]
             evidence.add(success, ran, plan)
     return evidence
 
@@ -224,7 +231,7 @@ class CriterionResult:
         return self.verdict != INCONCLUSIVE
 
 
-def _estimate(outcomes: Outcomes, k: int) -> float | None:
+def task_estimate(outcomes: Outcomes, k: int) -> float | None:
     scored = [o for o in outcomes if o is not None]
     return pass_hat(sum(scored), len(scored), k) if len(scored) >= k else None
 
@@ -261,18 +268,26 @@ def decide(criterion: Criterion, evidence: Evidence, max_blocks: int | None = No
     passed = toward_pass >= threshold
     failed = ~passed & (toward_fail >= threshold)
     n = evidence.tasks
-    successes, blocks_run = evidence.successes[:, :n], evidence.blocks[:, :n]
-    lean_pass = (_estimate_of(evidence) >= _bar(criterion))[:, None]
+    lean_pass = (estimate_of(evidence) >= _bar(criterion))[:, None]
     plan = evidence.plan()
-    eta = np.where(lean_pass, plan[Evidence.PASS], plan[Evidence.FAIL])
-    q = np.where(lean_pass, q_pass[:, :n], q_fail[:, :n])
-    p = (successes + PSEUDO) / (blocks_run + 2 * PSEUDO)
-    gain = p * eta - np.log1p(np.expm1(eta) * q)
-    best = gain.max(axis=1, keepdims=True, initial=-np.inf)
-    useful = ((gain > 0) & (gain >= WORTH * best)) | (blocks_run < MIN_BLOCKS)
+    useful = worth_running(evidence, np.where(lean_pass, plan[Evidence.PASS], plan[Evidence.FAIL]),
+                           np.where(lean_pass, q_pass[:, :n], q_fail[:, :n]))
     decided = passed | failed
     futile = ~decided & _futile(criterion, evidence, max_blocks) if max_blocks else np.zeros(len(passed), bool)
     return Decision(passed, failed, ~useful | (decided | futile)[:, None], futile)
+
+
+def worth_running(evidence: Evidence, eta: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """(B, tasks): whether each task's next block, bet with tilt eta, is expected to raise
+    a test's least wealth, whose minimum sits at q, by at least WORTH of the best task's
+    (p*eta - log(1 + q(e^eta - 1)), p the task's smoothed estimate); a task with fewer
+    than MIN_BLOCKS blocks always runs."""
+    n = evidence.tasks
+    blocks_run = evidence.blocks[:, :n]
+    p = (evidence.successes[:, :n] + PSEUDO) / (blocks_run + 2 * PSEUDO)
+    gain = p * eta - np.log1p(np.expm1(eta) * q)
+    best = gain.max(axis=1, keepdims=True, initial=-np.inf)
+    return ((gain > 0) & (gain >= WORTH * best)) | (blocks_run < MIN_BLOCKS)
 
 
 def _futile(criterion: Criterion, evidence: Evidence, max_blocks: int) -> np.ndarray:
@@ -291,7 +306,7 @@ def _futile(criterion: Criterion, evidence: Evidence, max_blocks: int) -> np.nda
     seen = np.maximum(m, 1)
     later = np.concatenate([np.maximum(m[:, :n], max_blocks), seen[:, n:]], axis=1)
     var_now, var_end = (v / seen).sum(axis=1) / n ** 2, (v / later).sum(axis=1) / n ** 2
-    estimate = _estimate_of(evidence)
+    estimate = estimate_of(evidence)
     reach = np.sqrt(2 * math.log(1 / criterion.alpha) * var_end)
     spread = np.sqrt(np.maximum(var_end * (1 - var_end / np.maximum(var_now, 1e-300)), 0.0))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -300,7 +315,7 @@ def _futile(criterion: Criterion, evidence: Evidence, max_blocks: int) -> np.nda
     return (z < NormalDist().inv_cdf(FUTILITY)) & (m[:, :n] >= MIN_BLOCKS).all(axis=1)
 
 
-def _estimate_of(evidence: Evidence) -> np.ndarray:
+def estimate_of(evidence: Evidence) -> np.ndarray:
     """Per gate, theta's plain estimate from the blocks: the candidate's mean success rate
     (less the baseline's); a task with no block yet counts at 1/2."""
     n, s, m = evidence.tasks, evidence.successes, evidence.blocks
@@ -323,7 +338,7 @@ def evaluate(criterion: Criterion, candidate: Rounds, baseline: Mapping[str, Out
         tasks = sorted(set(data) & set(baseline))
     else:
         tasks, baseline = sorted(data), None
-    evidence = replay(criterion, candidate, tasks, baseline)
+    evidence = replay(k, _bar(criterion), candidate, tasks, baseline)
 
     def rejected(test: int, x: float) -> bool:
         return bool(evidence.evidence(test, x)[0][0] >= threshold)
@@ -341,8 +356,8 @@ def evaluate(criterion: Criterion, candidate: Rounds, baseline: Mapping[str, Out
                  if line.estimate is not None and (criterion.kind == "absolute" or line.baseline is not None)]
     low, high = math.nan, math.nan
     if interval and tasks:  # "theta <= x" rejected: theta > x; "theta >= x" rejected: theta < x
-        low = _bound(lambda x: rejected(Evidence.PASS, x), -1.0, 1.0, up=True)
-        high = _bound(lambda x: rejected(Evidence.FAIL, x), -1.0, 1.0, up=False)
+        low = bound(lambda x: rejected(Evidence.PASS, x), -1.0, 1.0, up=True)
+        high = bound(lambda x: rejected(Evidence.FAIL, x), -1.0, 1.0, up=False)
         if criterion.kind == "absolute":
             low, high = max(low, 0.0), min(high, 1.0)
     return CriterionResult(
@@ -355,8 +370,8 @@ def evaluate(criterion: Criterion, candidate: Rounds, baseline: Mapping[str, Out
 
 def _task_line(criterion: Criterion, task_id: str, outcomes: Outcomes,
                baseline: dict[str, Outcomes] | None) -> TaskLine:
-    est = _estimate(outcomes, criterion.k)
-    base = _estimate(baseline.get(task_id, []), criterion.k) if baseline is not None else None
+    est = task_estimate(outcomes, criterion.k)
+    base = task_estimate(baseline.get(task_id, []), criterion.k) if baseline is not None else None
     if criterion.kind == "absolute":
         passed = None if est is None else est >= criterion.threshold
     else:
@@ -364,7 +379,7 @@ def _task_line(criterion: Criterion, task_id: str, outcomes: Outcomes,
     return TaskLine(task_id, sum(o is not None for o in outcomes), len(outcomes), est, base, passed)
 
 
-def _bound(rejected, low: float, high: float, *, up: bool) -> float:  # noqa: ANN001
+def bound(rejected, low: float, high: float, *, up: bool) -> float:  # noqa: ANN001
     """The confidence bound: for the lower one (up=True), the largest x with
     "theta <= x" rejected; for the upper one, the smallest x with "theta >= x" rejected."""
     if up and not rejected(low):

@@ -126,7 +126,9 @@ def null_fit(successes: np.ndarray, blocks: np.ndarray, sign: np.ndarray, bound:
 
     def q_of(nu: np.ndarray) -> np.ndarray:
         x = nu[:, None] * sign
-        return 2 * s / ((s + f + x) + np.sqrt((s - x - f) ** 2 + 4 * s * f))
+        with np.errstate(divide="ignore"):  # a multiplier that pins q at 1 leaves 0 below
+            q = 2 * s / ((s + f + x) + np.sqrt((s - x - f) ** 2 + 4 * s * f))
+        return np.clip(np.nan_to_num(q, nan=1.0, posinf=1.0), 0.0, 1.0)
 
     free = q_of(np.zeros(len(s)))
     low, high = np.zeros(len(s)), np.ones(len(s))
@@ -148,7 +150,7 @@ def plug_in_tilts(successes: np.ndarray, blocks: np.ndarray, sign: np.ndarray, b
     logit(estimate) - logit(the null's most likely q), clipped to ETA_MAX, at least ETA_MIN
     in the test's direction (sign)."""
     q0, p = null_fit(successes, blocks, sign, bound)
-    with np.errstate(divide="ignore"):  # a null that pins q at 0 or 1: the clip takes it
+    with np.errstate(divide="ignore", invalid="ignore"):  # a null that pins q at 0 or 1: the clip takes it
         eta = np.clip(np.log(p / (1 - p)) - np.log(q0 / (1 - q0)), -ETA_MAX, ETA_MAX)
     sign = np.broadcast_to(np.asarray(sign, float), eta.shape)
     return np.where(sign > 0, np.maximum(eta, ETA_MIN), np.minimum(eta, -ETA_MIN))
@@ -200,15 +202,17 @@ class Evidence:
         if baseline is not None:
             self._feed_baseline(*baseline)
 
-    def null(self, test: int, theta: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(sign, bound) of the test's null at theta (default: the bar), for every gate."""
-        x = (self.bar if theta is None else theta) * self.tasks
-        gates = len(self.blocks)
-        return (self.sign, np.full(gates, x)) if test == self.PASS else (-self.sign, np.full(gates, -x))
+    def null(self, test: int, theta: "float | np.ndarray | None" = None) -> tuple[np.ndarray, np.ndarray]:
+        """(sign, bound) of the test's null at theta (default: the bar; one value, or one per
+        gate), for every gate."""
+        x = np.broadcast_to(self.bar if theta is None else theta, (len(self.blocks),)) * self.tasks
+        return (self.sign, x) if test == self.PASS else (-self.sign, -x)
 
-    def plan(self) -> np.ndarray:
-        """(2, B, tasks): the tilts of the candidate's next blocks, per test."""
-        return np.stack([plug_in_tilts(self.successes, self.blocks, *self.null(t))[:, :self.tasks]
+    def plan(self, aim: "tuple[np.ndarray, np.ndarray] | None" = None) -> np.ndarray:
+        """(2, B, tasks): the tilts of the candidate's next blocks, per test, each aimed at its
+        null at the bar, or at aim's theta per test (PASS's, FAIL's; one per gate)."""
+        aim = aim or (None, None)
+        return np.stack([plug_in_tilts(self.successes, self.blocks, *self.null(t, aim[t]))[:, :self.tasks]
                          for t in (self.PASS, self.FAIL)])
 
     def add(self, success: np.ndarray, ran: np.ndarray, plan: np.ndarray) -> None:
