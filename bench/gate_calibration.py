@@ -1,7 +1,8 @@
 """Is the release gate right as often as it says? Simulated suites with known per-task
 success probabilities; every gate is decided by the code `passhat gate` runs
 (passhat.results.gate: `decide` after every round, `open_mask` to pick the next round's
-tasks), thousands of simulated gates at once on arrays.
+tasks, the evidence's `plan` for the next round's bets), thousands of simulated gates at
+once on arrays.
 
     python bench/gate_calibration.py [--gates 1000] [--seed 0] [--k 1] [--end-to-end N]
 
@@ -20,7 +21,7 @@ import time
 import numpy as np
 
 from passhat.results import gate
-from passhat.results.gate_evidence import Blocks
+from passhat.results.gate_evidence import Evidence
 
 TASKS = 50
 FIXED_K = 8
@@ -39,72 +40,80 @@ def theta(ps: np.ndarray, k: int) -> float:
 class Suite:
     """G simulated gates on one suite: each task's trials so far, and their evidence."""
 
-    def __init__(self, gates: int, ps: np.ndarray, k: int):
-        self.ps, self.k = ps, k
-        self.evidence = Blocks(gates, len(ps))
+    def __init__(self, gates: int, ps: np.ndarray, criterion: gate.Criterion, baseline: np.ndarray | None = None):
+        self.ps, self.k = ps, criterion.k
+        base = None if baseline is None else (baseline, np.ones(baseline.shape, bool))
+        self.evidence = Evidence(gates, len(ps), gate._bar(criterion), base)
         self.trials = np.zeros((gates, len(ps)), int)
         self.wins = np.zeros((gates, len(ps)), int)
 
-    def run(self, rng: np.random.Generator, ran: np.ndarray, size: int) -> None:
-        """`size` more trials (a whole number of blocks) for the tasks where `ran`."""
+    def run(self, rng: np.random.Generator, live: np.ndarray, ran: np.ndarray, size: int) -> None:
+        """`size` more trials (a whole number of blocks) for the tasks where `ran`, in the
+        gates `live`; each block bet as the evidence plans from the blocks before it."""
         outcomes = rng.random((*ran.shape, size)) < self.ps[None, :, None]
         outcomes &= ran[..., None]
-        self.trials += ran * size
-        self.wins += outcomes.sum(axis=2)
+        self.trials[live] += ran * size
+        self.wins[live] += outcomes.sum(axis=2)
+        evidence = self.evidence.rows(live)
+        plan = evidence.plan()
         for block in outcomes.reshape(*ran.shape, size // self.k, self.k).transpose(2, 0, 1, 3):
-            self.evidence.add(block.all(axis=2), ran)
+            evidence.add(block.all(axis=2), ran, plan)
+        self._put(live, evidence)
 
-    @property
-    def agree(self) -> np.ndarray:
-        return (self.wins == 0) | (self.wins == self.trials)
+    def _put(self, live: np.ndarray, part: Evidence) -> None:
+        ev = self.evidence
+        ev.successes[live], ev.blocks[live] = part.successes, part.blocks
+        for whole, w in zip(ev.wealth, part.wealth):
+            if w.eta.shape[2] > whole.eta.shape[2]:
+                grow = np.zeros((*whole.filled.shape, w.eta.shape[2] - whole.eta.shape[2]))
+                whole.eta, whole.y = np.concatenate([whole.eta, grow], 2), np.concatenate([whole.y, grow], 2)
+            whole.eta[live, :, :w.eta.shape[2]], whole.y[live, :, :w.eta.shape[2]] = w.eta, w.y
+            whole.filled[live] = w.filled
 
 
-def naive_estimate(suite: Suite, k: int) -> np.ndarray:
+def baseline_blocks(rng: np.random.Generator, gates: int, ps: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """A baseline run of the fixed design: its block outcomes (gates, tasks, blocks) and wins."""
+    trials = rng.random((gates, len(ps), FIXED_K - FIXED_K % k)) < ps[None, :, None]
+    return trials.reshape(gates, len(ps), -1, k).all(axis=3), trials.sum(axis=2)
+
+
+def naive_estimate(wins: np.ndarray, k: int) -> np.ndarray:
     """Per gate, the mean over tasks of tau2's C(c, k) / C(n, k)."""
     table = np.array([math.comb(c, k) / math.comb(FIXED_K, k) for c in range(FIXED_K + 1)])
-    return table[suite.wins].mean(axis=1)
+    return table[wins].mean(axis=1)
 
 
-def adaptive(rng, ps, criterion, baseline, max_trials):  # noqa: ANN001, ANN201
+def adaptive(rng, ps, criterion, baseline, gates, max_trials):  # noqa: ANN001, ANN201
     """Each gate's verdict (0 inconclusive, 1 PASS, 2 FAIL) and conversations."""
-    gates = len(baseline.trials) if baseline is not None else GATES
-    suite = Suite(gates, ps, criterion.k)
+    suite = Suite(gates, ps, criterion, baseline)
     size = gate.round_trials([criterion])
     verdict = np.zeros(gates, int)
     live = np.arange(gates)
     while len(live):
-        base = baseline.evidence.rows(live) if baseline is not None else None
-        passed, failed, idle = gate.decide(criterion, suite.evidence.rows(live), base, len(ps))
+        passed, failed, idle, _ = gate.decide(criterion, suite.evidence.rows(live), max_trials // criterion.k)
         verdict[live[passed]], verdict[live[failed]] = 1, 2
-        undecided = ~passed & ~failed
-        live = live[undecided]
-        chosen = gate.open_mask(suite.trials[live], suite.trials[live], suite.agree[live], size, max_trials,
-                                idle[undecided])
-        live = live[chosen.any(axis=1)]
-        ran = np.zeros(suite.trials.shape, bool)
-        ran[live] = chosen[chosen.any(axis=1)]
-        suite.run(rng, ran, size)
+        chosen = gate.open_mask(suite.trials[live], size, max_trials, idle)
+        running = chosen.any(axis=1)
+        live, chosen = live[running], chosen[running]
+        suite.run(rng, live, chosen, size)
     return verdict, suite.trials.sum(axis=1)
 
 
-def fixed(rng, ps, criterion, baseline):  # noqa: ANN001, ANN201
+def fixed(rng, ps, criterion, baseline, gates, baseline_wins):  # noqa: ANN001, ANN201
     """The fixed design's verdicts by the same test, and the naive design's."""
-    gates = len(baseline.trials) if baseline is not None else GATES
-    suite = Suite(gates, ps, criterion.k)
-    suite.run(rng, np.ones(suite.trials.shape, bool), FIXED_K - FIXED_K % criterion.k)
-    passed, failed, _ = gate.decide(criterion, suite.evidence, baseline.evidence if baseline else None, len(ps))
-    est = naive_estimate(suite, criterion.k)
+    suite = Suite(gates, ps, criterion, baseline)
+    everything = np.arange(gates)
+    for _ in range(FIXED_K // criterion.k):
+        suite.run(rng, everything, np.ones(suite.trials.shape, bool), criterion.k)
+    passed, failed, _, _ = gate.decide(criterion, suite.evidence)
+    est = naive_estimate(suite.wins, criterion.k)
     if criterion.kind == "regression":
-        est = est - naive_estimate(baseline, criterion.k)
+        est = est - naive_estimate(baseline_wins, criterion.k)
     naive = np.where(est >= gate._bar(criterion), 1, 2)
     return np.where(passed, 1, np.where(failed, 2, 0)), naive
 
 
-GATES = 1000
-
-
 def main() -> None:
-    global GATES
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gates", type=int, default=1000, help="gates per case")
     parser.add_argument("--seed", type=int, default=0)
@@ -114,7 +123,6 @@ def main() -> None:
     args = parser.parse_args()
     from passhat.cli.gate_commands import DEFAULT_MAX_TRIALS
 
-    GATES = args.gates
     max_trials = args.max_trials or DEFAULT_MAX_TRIALS
     rng = np.random.default_rng(args.seed)
     ps = leaderboard_suite(rng)
@@ -129,20 +137,25 @@ def main() -> None:
         ("holds, at threshold", gate.absolute(k, t), 2),
         (f"holds by {margin}", gate.absolute(k, max(t - margin, 0)), 2),
         (f"violated by {margin}", gate.absolute(k, min(t + margin, 1)), 1),
+        (f"holds by {margin / 2:g}", gate.absolute(k, max(t - margin / 2, 0)), 2),
         ("A/A regression, max-drop 0", gate.regression(k, 0.0), 2),
         (f"A/A regression, max-drop {margin}", gate.regression(k, margin), 2),
+        (f"regression, drop {2 * margin:g} > max-drop {margin}", gate.regression(k, margin), 1),
     ]
     names = {0: "INC", 1: "PASS", 2: "FAIL"}
     print(f"{'case':34} {'wrong verdict':>18} {'PASS':>6} {'FAIL':>6} {'INC':>6} {'convs':>6} {'fewer':>6}"
           f" | {'fixed k=8: wrong':>16} {'PASS':>6} {'FAIL':>6} | {'naive: wrong':>12} {'PASS':>6}")
     for name, criterion, wrong in cases:
         started = time.monotonic()
-        baseline = None
+        baseline = baseline_wins = None
+        candidate = ps
         if criterion.kind == "regression":
-            baseline = Suite(args.gates, ps, k)
-            baseline.run(rng, np.ones(baseline.trials.shape, bool), FIXED_K - FIXED_K % k)
-        verdict, spent = adaptive(rng, ps, criterion, baseline, max_trials)
-        fixed_verdict, naive = fixed(rng, ps, criterion, baseline)
+            baseline, baseline_wins = baseline_blocks(rng, args.gates, ps, k)
+            if wrong == 1:  # the candidate breaks tasks that always succeeded: pass^k drops 2 margins
+                candidate = ps.copy()
+                candidate[:round(2 * margin * TASKS)] = 0.0
+        verdict, spent = adaptive(rng, candidate, criterion, baseline, args.gates, max_trials)
+        fixed_verdict, naive = fixed(rng, candidate, criterion, baseline, args.gates, baseline_wins)
 
         def rate(v, code):  # noqa: ANN001, ANN202
             return float(np.mean(v == code))
@@ -155,7 +168,7 @@ def main() -> None:
               flush=True)
     print("wrong verdict: the rate of the error the case allows (false FAIL where the criterion holds, "
           f"false PASS where it is violated); it must be at most {alpha:.2f} + {mc:.3f}. "
-          "PASS/FAIL/INC: the adaptive gate's verdicts (power: PASS where it holds by the margin, FAIL where "
+          "PASS/FAIL/INC: the adaptive gate's verdicts (power: PASS where it holds by a margin, FAIL where "
           f"violated); convs: mean conversations; fewer: than the fixed design's {fixed_convs}.")
 
 

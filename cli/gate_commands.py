@@ -1,12 +1,10 @@
 """`passhat gate`: run a suite in rounds until every criterion on pass^k is decided at its
 confidence, or the budget is spent, and exit 0 (PASS), 1 (FAIL) or 3 (INCONCLUSIVE).
 
-Each round is a run of its own in the results store, `GATE-r0`, `GATE-r1`, ...: round r
-runs the tasks passhat.results.gate.open_tasks picks from the rounds before it, with the
-seed shifted by r so its trials are new draws. Which tasks a round runs follows only from
-the rounds recorded before it, so a gate started again with the same --run-id rebuilds
-the same rounds: a finished round is read back, an interrupted one is resumed (its scored
-trials kept), and nothing finished runs twice."""
+The rounds are passhat.cli.rounds's: each a run of its own, `GATE-r0`, `GATE-r1`, ...,
+running the tasks passhat.results.gate.open_tasks picks from the rounds before it, so a
+gate started again with the same --run-id reads back finished rounds, resumes the
+interrupted one and runs nothing twice."""
 
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ from typing import Any, Optional
 
 import typer
 
-from passhat.cli.common import check_output, err_console, one_line_errors, open_store, out_console
+from passhat.cli.common import check_output, one_line_errors, open_store, out_console
 from passhat.cli.preview import CONFIRM_ABOVE
 from passhat.cli.run_options import RunOptions, UserInputError, given_on_command_line, with_run_options
 
@@ -95,90 +93,44 @@ def _criteria(settings: dict[str, Any], decide) -> list:  # noqa: ANN001 - the g
     return criteria
 
 
-def _round_id(gate_id: str, r: int) -> str:
-    return f"{gate_id}-r{r}"
-
-
-def _outcomes(store, run_ids: list[str]) -> dict[str, list]:  # noqa: ANN001 - a Store
-    """domain/task -> outcomes (True, False, or None when not evaluable) in the order
-    they ran: round by round, trial index within a round."""
-    from passhat.contracts import TRIAL_SCORED, is_success
-
-    out: dict[str, list] = {}
-    for run_id in run_ids:
-        for row in sorted(store.trials(run_id), key=lambda t: (t.domain, t.task_id, t.trial_index)):
-            scored = row.status == TRIAL_SCORED and row.reward is not None
-            out.setdefault(f"{row.domain}/{row.task_id}", []).append(is_success(row.reward) if scored else None)
-    return out
-
-
 def _baseline_outcomes(store, run_id: str) -> dict[str, list]:  # noqa: ANN001
     """A run's outcomes, or a gate's (all its rounds)."""
-    if store.get_run(run_id) is not None:
-        runs = [run_id]
-    else:
-        runs = []
-        while store.get_run(_round_id(run_id, len(runs))) is not None:
-            runs.append(_round_id(run_id, len(runs)))
-        if not runs:
-            raise UserInputError(f"--baseline: no run or gate '{run_id}' in the results store "
-                                 f"({store.safe_url}); `passhat runs` lists them")
+    from passhat.cli.rounds import outcomes, recorded_rounds
+
+    runs = [run_id] if store.get_run(run_id) is not None else recorded_rounds(store, run_id)
+    if not runs:
+        raise UserInputError(f"--baseline: no run or gate '{run_id}' in the results store "
+                             f"({store.safe_url}); `passhat runs` lists them")
     models = {t.agent_model for r in runs for t in store.trials(r)}
     if len(models) > 1:
         raise UserInputError(f"--baseline {run_id} has several agent models ({', '.join(sorted(models))}); "
                              "give a run of one")
-    return _outcomes(store, runs)
+    return outcomes(store, runs)
 
 
 def _run_rounds(store, base, criteria, reference, cap: int, *, workers, yes: bool, output: str) -> dict:  # noqa: ANN001
-    """Rounds until every criterion is decided or the budget is spent; the gate's record."""
-    from passhat.cli.execute import execute_here
-    from passhat.contracts import RUN_BUDGET_EXHAUSTED, RUN_COMPLETED, TRIAL_NOT_EVALUABLE
+    """Rounds until every criterion is decided, is futile, or the budget is spent; the gate's record."""
+    from passhat.cli.rounds import run_rounds
     from passhat.results import gate as decide
     from passhat.results.gate_outputs import gate_record
 
-    keys = [f"{d}/{t}" for d in base.domains for t in base.task_ids[d]]
-    size = decide.round_trials(criteria)
-    rounds: list[str] = []
-    stopped = None
-    while True:
-        data = {key: [] for key in keys} | _outcomes(store, rounds)
-        results = [decide.evaluate(c, data, reference, interval=False) for c in criteria]
-        if all(r.decided for r in results):
-            break
-        spent = sum(store.run_cost(r) for r in rounds)
-        if base.max_cost is not None and spent >= base.max_cost:
-            stopped = f"the budget of {base.max_cost:g} USD is spent"
-            break
-        chosen = decide.open_tasks(criteria, data, cap, [r for r in results if not r.decided])
-        if not chosen:
-            stopped = f"every task has its {cap} trials (--max-trials) or has settled"
-            break
-        run_id = _round_id(base.run_id, len(rounds))
-        per_domain = {d: [t for t in base.task_ids[d] if f"{d}/{t}" in chosen] for d in base.domains}
-        config = base.model_copy(update={
-            "run_id": run_id, "trials": size, "seed": base.seed + len(rounds),
-            "domains": [d for d in base.domains if per_domain[d]],
-            "task_ids": {d: ids for d, ids in per_domain.items() if ids},
-            "expected_calls": {d: c for d, c in base.expected_calls.items() if per_domain.get(d)},
-            "max_cost": None if base.max_cost is None else base.max_cost - spent,
-        })
-        row = store.get_run(run_id)
-        if row is None or row.status != RUN_COMPLETED:
-            err_console.print(f"gate {base.run_id}: round {len(rounds)} ({run_id}): {len(chosen)} task(s) "
-                              f"x {size} trials", highlight=False)
-            execute_here(config, detach=False, output="json" if output == "json" else "table",
-                         workers=workers, resume=row is not None, preview=row is None, yes=yes)
-            if store.trials(run_id, status=TRIAL_NOT_EVALUABLE):  # retried once, then left out
-                execute_here(config, detach=False, output="json", workers=workers, resume=True)
-        rounds.append(run_id)
-        if store.get_run(run_id).status == RUN_BUDGET_EXHAUSTED:
-            stopped = "the budget (--max-cost) ran out during the round"
-            break
-    data = {key: [] for key in keys} | _outcomes(store, rounds)
-    results = [decide.evaluate(c, data, reference) for c in criteria]
-    return gate_record(base.run_id, results, rounds=rounds, stopped=stopped, tasks=len(keys),
-                       conversations=sum(len(v) for v in data.values()),
+    def choose(data: list, spent: float) -> tuple[list[str], str | None]:
+        results = [decide.evaluate(c, data, reference, max_trials=cap, interval=False) for c in criteria]
+        open_ = [r for r in results if not r.decided]
+        chosen = decide.open_tasks(criteria, data, cap, open_) if open_ else []
+        if chosen or not open_:
+            return chosen, None
+        if all(r.futile for r in open_):
+            return [], (f"too close to call: at the estimates so far, the rest of the budget ({cap} trials "
+                        f"a task, --max-trials) would decide with less than {decide.FUTILITY:.0%} chance")
+        return [], f"every task has its {cap} trials (--max-trials) or is not expected to move the evidence"
+
+    rounds, data, stopped = run_rounds(store, base, decide.round_trials(criteria), choose,
+                                       workers=workers, yes=yes, output=output, what="gate")
+    results = [decide.evaluate(c, data, reference, max_trials=cap) for c in criteria]
+    return gate_record(base.run_id, results, rounds=rounds, stopped=stopped,
+                       tasks=sum(len(ids) for ids in base.task_ids.values()),
+                       conversations=sum(len(v) for v in decide.merged(data).values()),
                        cost_usd=sum(store.run_cost(r) for r in rounds))
 
 

@@ -26,7 +26,8 @@ DEMO_MODELS = ["scripted/oracle", "scripted/noisy-0.7"]
 
 @one_line_errors
 @with_run_options(after={"config": "user_model", "yes": "max_cost", "detach": "model_timeout",
-                         "workers": "model_timeout", "output": "max_concurrent"})
+                         "workers": "model_timeout", "output": "max_concurrent", "adaptive": "trials",
+                         "precision": "trials", "confidence": "trials", "precision_metric": "trials"})
 def run(
     ctx: typer.Context,
     options: RunOptions,
@@ -35,6 +36,10 @@ def run(
     detach: bool = typer.Option(False, "--detach", help="Start the run and return; a `passhat worker` must be running."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Worker processes this command runs for the run (one process uses one core); default: the machine's cores."),
     output: str = typer.Option("table", "--output", "-o", help="table or json (json prints exactly one JSON object)."),
+    adaptive: bool = typer.Option(False, "--adaptive", help="Run in rounds and stop giving tasks trials once the run's pass^k (see --precision-metric) is known to --precision at --confidence; --trials is then the most any task gets. One --agent-model; a killed run resumes with the same command and --run-id."),
+    precision: Optional[float] = typer.Option(None, "--precision", metavar="D", help="With --adaptive: the half-width its interval must reach; default 0.05."),
+    confidence: Optional[float] = typer.Option(None, "--confidence", help="With --adaptive: the interval's confidence; default 0.95."),
+    precision_metric: Optional[str] = typer.Option(None, "--precision-metric", metavar="pass^K", help="With --adaptive: the metric measured to --precision; default pass^1."),
 ) -> None:
     """Evaluate agent models on tau2 domains and report pass^k."""
     from passhat.cli import sweep_config
@@ -48,8 +53,19 @@ def run(
                                  options, given_on_command_line(ctx))
     sweep_config.check_required(options, f" — see `{ctx.command_path} --help`")
     run_config = build_config(options)
+    target = None
+    if adaptive:
+        from passhat.cli import adaptive as adaptive_run
+
+        target = adaptive_run.check(run_config, precision_metric, 0.05 if precision is None else precision,
+                                    0.95 if confidence is None else confidence, detach)
+    elif (precision, confidence, precision_metric) != (None, None, None):
+        raise UserInputError("--precision, --confidence and --precision-metric go with --adaptive")
     if not detach:  # a detached run's keys are in its workers' environment, not here
         check_keys(run_config)
+    if target is not None:
+        adaptive_run.run_adaptive(run_config, target, workers=workers, yes=yes, output=output)
+        return
     print_outcome(execute_here(run_config, detach=detach, output=output, workers=workers,
                                preview=True, yes=yes), output)
 

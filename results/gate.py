@@ -10,16 +10,18 @@ The method: an anytime-valid test by betting (Waudby-Smith & Ramdas, "Estimating
 of bounded random variables by betting", JRSS B 2024; Ramdas et al., "Game-theoretic
 statistics and safe anytime-valid inference", Statistical Science 2023). A task's
 trials are cut, in the order they ran, into blocks of k; a block is 1 when all k
-succeeded, so its mean is q_t = p_t^k. For a hypothesised vector q, the wealth
-    M(q) = mixture over tilts eta of prod_{t,b} exp(eta * Y_tb) / (1 - q_t + q_t * e^eta)
+succeeded, so its mean is q_t = p_t^k. Each block is bet on with a tilt fixed before it
+ran (the predictable plug-in: see passhat.results.gate_evidence), and for a hypothesised
+vector q the wealth
+    M(q) = prod_{t,b} exp(eta_tb * Y_tb) / (1 - q_t + q_t * e^eta_tb)
 has mean 1 under q whatever the rounds and whichever tasks each round runs, as long as
 those choices look only at the past: it is a test martingale, and by Ville's
 inequality P(M(q_true) ever reaches 1/alpha) <= alpha. A criterion's null (say
 "mean q <= X") is rejected once M(q) >= 1/alpha for every q in it. log M is convex in q,
-so that minimum is exact through the Lagrangian dual (passhat.results.gate_evidence, on
-arrays, so the benchmark simulates thousands of gates through this same code). The confidence
-interval is the set of X whose nulls are not rejected: a confidence sequence, valid at
-every look at once.
+so that minimum is bounded from below through the Lagrangian dual
+(passhat.results.gate_evidence, on arrays, so the benchmark simulates thousands of gates
+through this same code). The confidence interval is the set of X whose nulls are not
+rejected: a confidence sequence, valid at every look at once.
 
 A criterion PASSes when its "violated" null is rejected at alpha = 1 - confidence, FAILs
 when its "holds" null is rejected at alpha, and is otherwise undecided. The point
@@ -32,12 +34,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple, Sequence
+from statistics import NormalDist
+from typing import Callable, Literal, Mapping, NamedTuple, Sequence, Union
 
 import numpy as np
 
 from passhat.metrics import pass_hat
-from passhat.results.gate_evidence import Blocks, evidence, tests
+from passhat.results.gate_evidence import PSEUDO, Evidence
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 EXIT_CODES = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
@@ -45,12 +48,21 @@ DEFAULT_CONFIDENCE = 0.95
 # Below this share of evaluable trials a verdict is not given: INCONCLUSIVE.
 MIN_COVERAGE = 0.9
 
-# A task whose evaluable trials all agree over this many (and one round) gets no more.
-SETTLE_TRIALS = 8
-# A task whose blocks all went one way over this many may be idle (see decide).
-IDLE_BLOCKS = 3
+# Every task gets this many blocks before the plug-in may leave it idle: its estimate
+# needs them.
+MIN_BLOCKS = 2
+# A task's next block runs when its expected gain of evidence is at least this share of
+# the most promising task's: the rest would mostly pay for noise (0.25 kept power and
+# saved most in bench/gate_calibration.py; 0.5 began to cost power).
+WORTH = 0.25
+# A criterion stops asking for trials (futility) when, were the truth what its data say
+# now, the rest of the budget would decide it with less than this chance.
+FUTILITY = 0.05
 
 Outcomes = Sequence["bool | None"]  # a task's trials in the order they ran; None: not evaluable
+# The trials of a gate so far: one mapping task id -> outcomes per round, in round order
+# (a single mapping is one round).
+Rounds = Union[Mapping[str, Outcomes], Sequence[Mapping[str, Outcomes]]]
 
 
 class GateError(ValueError):
@@ -121,23 +133,68 @@ def _check(k: int, confidence: float) -> None:
 def blocks(outcomes: Outcomes, k: int) -> list[int]:
     """A task's trials cut into consecutive blocks of k, each 1 when all k succeeded;
     a block with a not-evaluable trial, or not yet full, is left out."""
+    return [success for _, _, success in _timed_blocks([list(outcomes)], k)]
+
+
+def _timed_blocks(rounds: Sequence[Outcomes], k: int) -> list[tuple[tuple[int, int], tuple[int, int], int]]:
+    """`blocks` of a task's rounds of trials, each as (where its first trial ran, where its
+    last ran, success); a trial's place is (round, its index in the round)."""
+    trials = [((r, i), o) for r, outcomes in enumerate(rounds) for i, o in enumerate(outcomes)]
     out = []
-    for start in range(0, len(outcomes) - k + 1, k):
-        block = outcomes[start:start + k]
+    for start in range(0, len(trials) - k + 1, k):
+        block = [o for _, o in trials[start:start + k]]
         if all(o is not None for o in block):
-            out.append(int(all(block)))
+            out.append((trials[start][0], trials[start + k - 1][0], int(all(block))))
     return out
 
 
-def evidence_state(data: dict[str, Outcomes], tasks: Sequence[str], k: int) -> Blocks:
-    """The tasks' blocks (as `blocks` cuts them), fed in order to one gate's Blocks."""
-    cut = [blocks(list(data.get(t, [])), k) for t in tasks]
-    state = Blocks(1, len(tasks))
-    for i in range(max(map(len, cut), default=0)):
-        ran = np.array([[i < len(c) for c in cut]])
-        state.add(np.array([[bool(c[i]) if i < len(c) else False for c in cut]]), ran)
-    return state
+def _as_rounds(data: Rounds) -> list[Mapping[str, Outcomes]]:
+    return [data] if isinstance(data, Mapping) else list(data)
 
+
+def merged(data: Rounds) -> dict[str, list]:
+    """Task id -> all its outcomes, round after round."""
+    out: dict[str, list] = {}
+    for round_ in _as_rounds(data):
+        for task, outcomes in round_.items():
+            out.setdefault(task, []).extend(outcomes)
+    return out
+
+
+def replay(k: int, bar: float, rounds: Rounds, tasks: Sequence[str],
+           baseline: Mapping[str, Outcomes] | None = None,
+           aim: "Callable[[Evidence], tuple[np.ndarray, np.ndarray]] | None" = None) -> Evidence:
+    """The evidence about "mean pass^k >= bar" on one gate, rebuilt as the gate saw it. The
+    trials are taken in order of (round, index in the round): a fixed order, so each block
+    can be bet with tilts planned (aimed at the bar, or where `aim` says from the evidence
+    so far) from the blocks finished before its first trial. Rounds of one block a task
+    replay exactly as they ran; a round of several blocks a task (or one look at a whole
+    fixed run) is bet block by block, as a sequence of rounds."""
+    rounds, n = _as_rounds(rounds), len(tasks)
+    base = None
+    if baseline is not None:
+        cut = [blocks(list(baseline.get(t, [])), k) for t in tasks]
+        width = range(max(map(len, cut), default=0))
+        base = (np.array([[[c[b] if b < len(c) else 0 for b in width] for c in cut]]),
+                np.array([[[b < len(c) for b in width] for c in cut]]))
+    evidence = Evidence(1, n, bar, base)
+    starting: dict[tuple[int, int], list] = {}
+    ending: dict[tuple[int, int], list] = {}
+    for i, t in enumerate(tasks):
+        for start, end, success in _timed_blocks([r.get(t, []) for r in rounds], k):
+            starting.setdefault(start, []).append(i)
+            ending.setdefault(end, []).append((i, start, success))
+    plans = {}
+    for place in sorted(starting.keys() | ending.keys()):
+        if place in starting:
+            plans[place] = evidence.plan(aim(evidence) if aim else None)
+        if place in ending:  # at most one block of each task ends at a place
+            ran, success, plan = np.zeros((1, n), bool), np.zeros((1, n), bool), np.zeros((2, 1, n))
+            for i, start, won in ending[place]:
+                ran[0, i], success[0, i] = True, bool(won)
+                plan[:, 0, i] = plans[start][:, 0, i]
+            evidence.add(success, ran, plan)
+    return evidence
 
 # ---- verdicts -----------------------------------------------------------------------------
 
@@ -166,14 +223,15 @@ class CriterionResult:
     evaluable: int
     trials: int
     tasks: list[TaskLine] = field(default_factory=list)
-    idle: set[str] = field(default_factory=set)  # more trials of these cannot help (see decide)
+    idle: set[str] = field(default_factory=set)  # more trials of these are not expected to help (see decide)
+    futile: bool = False  # the budget left is unlikely to decide it (see decide)
 
     @property
     def decided(self) -> bool:
         return self.verdict != INCONCLUSIVE
 
 
-def _estimate(outcomes: Outcomes, k: int) -> float | None:
+def task_estimate(outcomes: Outcomes, k: int) -> float | None:
     scored = [o for o in outcomes if o is not None]
     return pass_hat(sum(scored), len(scored), k) if len(scored) >= k else None
 
@@ -184,83 +242,136 @@ def _bar(criterion: Criterion) -> float:
 
 class Decision(NamedTuple):
     """Per gate of the arrays: whether the criterion PASSes (its "violated" null rejected
-    at alpha), whether it FAILs (its "holds" null rejected, and it does not pass), and
-    which tasks (gate x task) more trials cannot help while the verdict leans as it does."""
+    at alpha), whether it FAILs (its "holds" null rejected, and it does not pass), which
+    tasks (gate x task) need no more trials for now, and whether the criterion is futile
+    (the budget left is unlikely to decide it)."""
 
     passed: np.ndarray
     failed: np.ndarray
     idle: np.ndarray
+    futile: np.ndarray
 
 
-def decide(criterion: Criterion, candidate: Blocks, baseline: Blocks | None, tasks: int) -> Decision:
-    """The criterion on the arrays. Idle tasks: while the evidence leans to PASS, a task
-    whose every block failed is bet down in the PASS test, the null sets its q to 0 and
-    its wealth stays 1 however often it fails again, so its trials buy nothing (the mirror
-    image for FAIL and a task whose every block succeeded). Leaving them out looks only at
-    the past, so the error control holds."""
+def decide(criterion: Criterion, evidence: Evidence, max_blocks: int | None = None) -> Decision:
+    """The criterion on the arrays. A task is idle when its next block is not expected to
+    raise the evidence of the test the verdict leans to (the estimate's side of the bar)
+    by at least WORTH of the best task's: at the least-wealth q of that test's null, a
+    block bet with the planned tilt eta gains p*eta - log(1 + q(e^eta - 1)) in
+    expectation when the task succeeds with probability p (its smoothed estimate); a task
+    the null already explains, or one it can move for free, gains little. The first
+    MIN_BLOCKS blocks of a task always run. With max_blocks (the budget per task),
+    the criterion is also checked for futility (see _futile). All of this looks only at
+    the past, so the error control holds; a wrong guess costs trials or power, not errors."""
     threshold = math.log(1 / criterion.alpha)
-    passing, failing = tests(candidate, baseline, _bar(criterion), tasks)
-    toward_pass, toward_fail = evidence(*passing), evidence(*failing)
+    toward_pass, q_pass = evidence.evidence(Evidence.PASS)
+    toward_fail, q_fail = evidence.evidence(Evidence.FAIL)
     passed = toward_pass >= threshold
     failed = ~passed & (toward_fail >= threshold)
-    seen = candidate.blocks >= IDLE_BLOCKS
-    only_failed, only_won = seen & candidate.failed & ~candidate.won, seen & candidate.won & ~candidate.failed
-    idle = (toward_pass > toward_fail)[:, None] & only_failed | (toward_fail > toward_pass)[:, None] & only_won
-    return Decision(passed, failed, idle | (passed | failed)[:, None])
+    n = evidence.tasks
+    lean_pass = (estimate_of(evidence) >= _bar(criterion))[:, None]
+    plan = evidence.plan()
+    useful = worth_running(evidence, np.where(lean_pass, plan[Evidence.PASS], plan[Evidence.FAIL]),
+                           np.where(lean_pass, q_pass[:, :n], q_fail[:, :n]))
+    decided = passed | failed
+    futile = ~decided & _futile(criterion, evidence, max_blocks) if max_blocks else np.zeros(len(passed), bool)
+    return Decision(passed, failed, ~useful | (decided | futile)[:, None], futile)
 
 
-def evaluate(criterion: Criterion, candidate: dict[str, Outcomes],
-             baseline: dict[str, Outcomes] | None = None, *, interval: bool = True) -> CriterionResult:
+def worth_running(evidence: Evidence, eta: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """(B, tasks): whether each task's next block, bet with tilt eta, is expected to raise
+    a test's least wealth, whose minimum sits at q, by at least WORTH of the best task's
+    (p*eta - log(1 + q(e^eta - 1)), p the task's smoothed estimate); a task with fewer
+    than MIN_BLOCKS blocks always runs."""
+    n = evidence.tasks
+    blocks_run = evidence.blocks[:, :n]
+    p = (evidence.successes[:, :n] + PSEUDO) / (blocks_run + 2 * PSEUDO)
+    gain = p * eta - np.log1p(np.expm1(eta) * q)
+    best = gain.max(axis=1, keepdims=True, initial=-np.inf)
+    return ((gain > 0) & (gain >= WORTH * best)) | (blocks_run < MIN_BLOCKS)
+
+
+def _futile(criterion: Criterion, evidence: Evidence, max_blocks: int) -> np.ndarray:
+    """Per gate: were the truth what the data say now, would the rest of the budget
+    (every task run to max_blocks) decide the criterion with less than FUTILITY chance?
+    The usual conditional power of group-sequential designs, on a normal approximation:
+    the estimate theta^ has variance V = sum_t v_t / (n^2 m_t) (v_t = p_t(1 - p_t) per
+    block, m_t blocks; a baseline's part stays as it is), the budget would bring it to
+    V_end, and an efficient test then decides once |theta^ - bar| > h = sqrt(2 log(1/alpha)
+    V_end). Given the data, the final estimate is normal around theta^ now with variance
+    V_end (1 - V_end / V). Only after every task has MIN_BLOCKS blocks."""
+    n = evidence.tasks
+    m = evidence.blocks
+    p = (evidence.successes + PSEUDO) / (m + 2 * PSEUDO)
+    v = p * (1 - p)
+    seen = np.maximum(m, 1)
+    later = np.concatenate([np.maximum(m[:, :n], max_blocks), seen[:, n:]], axis=1)
+    var_now, var_end = (v / seen).sum(axis=1) / n ** 2, (v / later).sum(axis=1) / n ** 2
+    estimate = estimate_of(evidence)
+    reach = np.sqrt(2 * math.log(1 / criterion.alpha) * var_end)
+    spread = np.sqrt(np.maximum(var_end * (1 - var_end / np.maximum(var_now, 1e-300)), 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(spread > 0, (np.abs(estimate - _bar(criterion)) - reach) / spread,
+                     np.where(np.abs(estimate - _bar(criterion)) > reach, np.inf, -np.inf))
+    return (z < NormalDist().inv_cdf(FUTILITY)) & (m[:, :n] >= MIN_BLOCKS).all(axis=1)
+
+
+def estimate_of(evidence: Evidence) -> np.ndarray:
+    """Per gate, theta's plain estimate from the blocks: the candidate's mean success rate
+    (less the baseline's); a task with no block yet counts at 1/2."""
+    n, s, m = evidence.tasks, evidence.successes, evidence.blocks
+    rate = np.where(m > 0, s / np.maximum(m, 1), 0.5)
+    return rate[:, :n].mean(axis=1) - rate[:, n:].sum(axis=1) / n
+
+
+def evaluate(criterion: Criterion, candidate: Rounds, baseline: Mapping[str, Outcomes] | None = None, *,
+             max_trials: int | None = None, interval: bool = True) -> CriterionResult:
     """The criterion's verdict on the trials so far (task id -> outcomes in the order
-    they ran), with its estimate and its confidence interval (one-sided bounds at
-    1 - confidence each; interval=False skips the bisection)."""
+    they ran, per round), with its estimate and its confidence interval (one-sided bounds
+    at 1 - confidence each; interval=False skips the bisection). With max_trials (the
+    budget per task) it also says whether the criterion is futile."""
     k, alpha = criterion.k, criterion.alpha
     threshold = math.log(1 / alpha)
+    data = merged(candidate)
     if criterion.kind == "regression":
         if baseline is None:
             raise GateError("a regression criterion needs a baseline run (--baseline RUN)")
-        tasks = sorted(set(candidate) & set(baseline))
-        reference = evidence_state(baseline, tasks, k)
+        tasks = sorted(set(data) & set(baseline))
     else:
-        tasks, reference = sorted(candidate), None
-    state = evidence_state(candidate, tasks, k)
-    passing, failing = tests(state, reference, 0.0, max(len(tasks), 1))
-    n = max(len(tasks), 1)
+        tasks, baseline = sorted(data), None
+    evidence = replay(k, _bar(criterion), candidate, tasks, baseline)
 
-    def holds_rejected(x: float) -> bool:  # "theta >= x" rejected: theta < x
-        counts, sign, _ = failing
-        return bool(evidence(counts, sign, np.array([-x * n]))[0] >= threshold)
+    def rejected(test: int, x: float) -> bool:
+        return bool(evidence.evidence(test, x)[0][0] >= threshold)
 
-    def violated_rejected(x: float) -> bool:  # "theta <= x" rejected: theta > x
-        counts, sign, _ = passing
-        return bool(evidence(counts, sign, np.array([x * n]))[0] >= threshold)
-
-    trials = sum(len(candidate.get(t, [])) for t in tasks)
-    evaluable = sum(o is not None for t in tasks for o in candidate.get(t, []))
+    trials = sum(len(data.get(t, [])) for t in tasks)
+    evaluable = sum(o is not None for t in tasks for o in data.get(t, []))
     coverage = evaluable / trials if trials else 0.0
-    verdict, idle_tasks = INCONCLUSIVE, set()
+    verdict, idle_tasks, futile = INCONCLUSIVE, set(), False
     if tasks and coverage >= MIN_COVERAGE:
-        passed, failed, idle = decide(criterion, state, reference, len(tasks))
+        passed, failed, idle, futile_ = decide(criterion, evidence, max_trials // k if max_trials else None)
         verdict = PASS if passed[0] else FAIL if failed[0] else INCONCLUSIVE
-        idle_tasks = {t for t, i in zip(tasks, idle[0]) if i}
-    lines = [_task_line(criterion, t, candidate.get(t, []), baseline) for t in tasks]
+        idle_tasks, futile = {t for t, i in zip(tasks, idle[0]) if i}, bool(futile_[0])
+    lines = [_task_line(criterion, t, data.get(t, []), baseline) for t in tasks]
     estimates = [line.estimate - (line.baseline or 0.0) for line in lines
                  if line.estimate is not None and (criterion.kind == "absolute" or line.baseline is not None)]
-    low, high = (_bound(violated_rejected, -1.0, 1.0, up=True), _bound(holds_rejected, -1.0, 1.0, up=False)) \
-        if interval and tasks else (math.nan, math.nan)
-    if criterion.kind == "absolute" and interval and tasks:
-        low, high = max(low, 0.0), min(high, 1.0)
+    low, high = math.nan, math.nan
+    if interval and tasks:  # "theta <= x" rejected: theta > x; "theta >= x" rejected: theta < x
+        low = bound(lambda x: rejected(Evidence.PASS, x), -1.0, 1.0, up=True)
+        high = bound(lambda x: rejected(Evidence.FAIL, x), -1.0, 1.0, up=False)
+        if criterion.kind == "absolute":
+            low, high = max(low, 0.0), min(high, 1.0)
     return CriterionResult(
         criterion=criterion, verdict=verdict,
         estimate=sum(estimates) / len(estimates) if estimates else None,
-        low=low, high=high, coverage=coverage, evaluable=evaluable, trials=trials, tasks=lines, idle=idle_tasks,
+        low=low, high=high, coverage=coverage, evaluable=evaluable, trials=trials, tasks=lines,
+        idle=idle_tasks, futile=futile,
     )
 
 
 def _task_line(criterion: Criterion, task_id: str, outcomes: Outcomes,
                baseline: dict[str, Outcomes] | None) -> TaskLine:
-    est = _estimate(outcomes, criterion.k)
-    base = _estimate(baseline.get(task_id, []), criterion.k) if baseline is not None else None
+    est = task_estimate(outcomes, criterion.k)
+    base = task_estimate(baseline.get(task_id, []), criterion.k) if baseline is not None else None
     if criterion.kind == "absolute":
         passed = None if est is None else est >= criterion.threshold
     else:
@@ -268,7 +379,7 @@ def _task_line(criterion: Criterion, task_id: str, outcomes: Outcomes,
     return TaskLine(task_id, sum(o is not None for o in outcomes), len(outcomes), est, base, passed)
 
 
-def _bound(rejected, low: float, high: float, *, up: bool) -> float:  # noqa: ANN001
+def bound(rejected, low: float, high: float, *, up: bool) -> float:  # noqa: ANN001
     """The confidence bound: for the lower one (up=True), the largest x with
     "theta <= x" rejected; for the upper one, the smallest x with "theta >= x" rejected."""
     if up and not rejected(low):
@@ -301,25 +412,18 @@ def round_trials(criteria: Sequence[Criterion]) -> int:
     return max(c.k for c in criteria)
 
 
-def open_mask(trials: np.ndarray, scored: np.ndarray, agree: np.ndarray, size: int, max_trials: int,
-              idle: np.ndarray | None = None) -> np.ndarray:
-    """Which tasks the next round runs, on arrays (trials run, evaluable trials, whether
-    those all agree, and the tasks `decide` found idle): those below max_trials whose
-    outcomes can still move the verdict. A task whose evaluable trials all agree over
-    SETTLE_TRIALS contributes near 0 or 1 whatever comes next. Any rule that looks only
-    at the past keeps the error control; this one saves trials."""
-    settled = agree & (scored >= max(size, SETTLE_TRIALS))
-    chosen = (trials + size <= max_trials) & ~settled
-    return chosen if idle is None else chosen & ~idle
+def open_mask(trials: np.ndarray, size: int, max_trials: int, idle: np.ndarray) -> np.ndarray:
+    """Which tasks the next round runs, on arrays (trials run so far, and the tasks
+    `decide` found idle): those below max_trials that are not idle."""
+    return (trials + size <= max_trials) & ~idle
 
 
-def open_tasks(criteria: Sequence[Criterion], candidate: dict[str, Outcomes], max_trials: int,
+def open_tasks(criteria: Sequence[Criterion], candidate: Rounds, max_trials: int,
                results: Sequence[CriterionResult] = ()) -> list[str]:
     """The tasks the next round runs (open_mask), by id: idle only when idle for every
-    criterion of `results` (the evaluation of the trials so far)."""
-    ids = sorted(candidate)
-    scored = [[o for o in candidate[t] if o is not None] for t in ids]
-    idle = np.array([bool(results) and all(t in r.idle for r in results) for t in ids])
-    mask = open_mask(np.array([len(candidate[t]) for t in ids]), np.array([len(s) for s in scored]),
-                     np.array([len(set(s)) == 1 for s in scored]), round_trials(criteria), max_trials, idle)
+    criterion of `results` (the evaluation of the trials so far of the criteria still open)."""
+    data = merged(candidate)
+    ids = sorted(data)
+    idle = np.array([bool(results) and all(t in r.idle for r in results) for t in ids], bool)
+    mask = open_mask(np.array([len(data[t]) for t in ids], int), round_trials(criteria), max_trials, idle)
     return [t for t, chosen in zip(ids, mask) if chosen]

@@ -35,6 +35,7 @@ def gate_record(gate_id: str, results: Sequence[CriterionResult], *, rounds: lis
                 "k": r.criterion.k,
                 "confidence": r.criterion.confidence,
                 "verdict": r.verdict,
+                "futile": r.futile,
                 "estimate": _num(r.estimate),
                 "low": _num(r.low),
                 "high": _num(r.high),

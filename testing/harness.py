@@ -118,6 +118,31 @@ def passhat(
     )
 
 
+def killed_once_running(args: list[str], env: dict[str, str], store_path: Path, run_id: str,
+                        timeout: float = 300) -> Store:
+    """Start `passhat ARGS`, SIGKILL it as soon as run `run_id` has trials in the SQLite
+    results store at store_path, and return that store (open). Fails if the command ends
+    first or the run never starts within `timeout` seconds."""
+    proc = subprocess.Popen([str(PASSHAT), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, stdin=subprocess.DEVNULL)
+    store = None
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and proc.poll() is None:
+            if store is None and store_path.exists():
+                store = Store(f"sqlite:///{store_path}")
+            if store is not None and store.trials(run_id):
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, f"the command ended before run {run_id} started"
+        assert store is not None and store.trials(run_id), f"run {run_id} did not start in {timeout:.0f}s"
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    return store
+
+
 @dataclass
 class Passhat:
     """The environment of passhat processes for one test: their own home, results

@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import json
 import re
-import signal
-import subprocess
-import time
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import yaml
 
-from passhat.infra.store import Store
-from passhat.testing.harness import PASSHAT, TASKS, passhat
+from passhat.testing.harness import TASKS, killed_once_running, passhat
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ["--domain", "airline", *[a for t in TASKS for a in ("--task", t)], "--user-model", "scripted/oracle",
@@ -86,31 +82,16 @@ def test_not_evaluable_trials_never_decide(env, tmp_path):
 
 
 def test_a_killed_gate_resumes_without_running_a_round_again(env, tmp_path):
-    args = [str(PASSHAT), "gate", *SUITE, "-m", "scripted/oracle", "--agent-args", '{"latency": 0.5}',
-            "--require", "pass^1 >= 0.9", "--max-trials", "8", "--run-id", "g-kill"]
-    store_path = tmp_path / "home" / "results.db"
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    store = None
-    try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None:
-            if store is None and store_path.exists():
-                store = Store(f"sqlite:///{store_path}")
-            if store is not None and store.trials("g-kill-r1"):
-                break
-            time.sleep(0.2)
-        assert proc.poll() is None, "the gate ended before its second round started"
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=60)
-    finally:
-        proc.kill()
+    args = ["gate", *SUITE, "-m", "scripted/oracle", "--agent-args", '{"latency": 0.5}',
+            "--require", "pass^1 >= 0.75", "--max-trials", "8", "--run-id", "g-kill"]
+    store = killed_once_running(args, env, tmp_path / "home" / "results.db", "g-kill-r1")
     first = {(t.trial_id, t.attempts, t.finished_at) for t in store.trials("g-kill-r0")}
     assert len(first) == len(TASKS)
-    again = passhat(*args[1:], env=env, timeout=600)
-    assert again.returncode == 3, again.stderr  # 4 tasks cannot show pass^1 >= 0.9 in 8 trials
+    again = passhat(*args, env=env, timeout=600)
+    assert again.returncode == 0, again.stderr  # 4 tasks that never fail show pass^1 >= 0.75 in 6 rounds
     assert "round 0" not in again.stderr and "round 1 (g-kill-r1)" in again.stderr
     assert {(t.trial_id, t.attempts, t.finished_at) for t in store.trials("g-kill-r0")} == first
-    rounds = [r for r in ("g-kill-r0", "g-kill-r1", "g-kill-r2", "g-kill-r3") if store.get_run(r)]
+    rounds = [r for r in (f"g-kill-r{i}" for i in range(8)) if store.get_run(r)]
     # The rounds after the kill ran once each (a trial in flight in the killed round is
     # continued by its resume, with a new attempt number: that is not a round run again).
     assert len(rounds) >= 3
