@@ -97,6 +97,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--history-sample", type=int, default=10,
                     help="trial workflows whose Temporal history is fetched (0: none)")
     ap.add_argument("--timeout", type=float, default=3600, help="bound on each runner (s)")
+    ap.add_argument("--cold-start", action="store_true",
+                    help="run passhat without its warm process (PASSHAT_WARM_START=0): every "
+                         "`passhat run` imports litellm and tau2 itself")
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds of all the runners, one after the other; the round with the "
                          "median ratio is reported in full (a noisy machine's figures vary "
@@ -273,11 +276,12 @@ def cpu_of(pid: int) -> float:
 
 
 def measure(cmd: list[str], env: dict, timeout: float, stdout: Path, stderr: Path,
-            progress=None) -> dict:  # noqa: ANN001
+            progress=None, warm_pid: int | None = None) -> dict:  # noqa: ANN001
     """Run cmd to its end: wall time, CPU (wait4's rusage: the process and every child it
     waited for), peak RSS of its process tree (sampled every SAMPLE_S, summed over the
-    tree), and the largest single process RSS (rusage). `progress()`, if given, returns
-    a line printed every minute."""
+    tree), and the largest single process RSS. `progress()`, if given, returns a line
+    printed every minute. With `warm_pid`, the warm process that runs the command: its
+    descendants (the command's process and its workers) are part of the tree, itself not."""
     import psutil
 
     start = time.monotonic()
@@ -286,7 +290,8 @@ def measure(cmd: list[str], env: dict, timeout: float, stdout: Path, stderr: Pat
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                 start_new_session=True)  # its own group: killable as a whole
     root = psutil.Process(proc.pid)
-    peak_tree, peak_pss, timed_out = 0, 0, False
+    warm = psutil.Process(warm_pid) if warm_pid else None
+    peak_tree, peak_pss, peak_single, timed_out = 0, 0, 0, False
     samples = 0
     cmdlines: dict[int, str] = {}
     cpu_seen: dict[int, float] = {}  # pid -> its own CPU when last sampled
@@ -297,13 +302,15 @@ def measure(cmd: list[str], env: dict, timeout: float, stdout: Path, stderr: Pat
             if pid:
                 break
             try:
-                tree = [root, *root.children(recursive=True)]
+                tree = [root, *root.children(recursive=True), *(warm.children(recursive=True) if warm else [])]
             except psutil.Error:
                 tree = []
             total = 0
             for p in tree:
                 try:
-                    total += p.memory_info().rss
+                    rss = p.memory_info().rss
+                    total += rss
+                    peak_single = max(peak_single, rss)
                     t = p.cpu_times()
                     cpu_seen[p.pid] = t.user + t.system
                     # Read again each time: a child sampled between fork and exec shows
@@ -343,7 +350,7 @@ def measure(cmd: list[str], env: dict, timeout: float, stdout: Path, stderr: Pat
         "cpu_s": max(usage.ru_utime + usage.ru_stime, sum(cpu_seen.values())),
         "peak_rss": max(peak_tree, usage.ru_maxrss * 1024),
         "peak_pss": peak_pss,
-        "max_single_rss": usage.ru_maxrss * 1024,
+        "max_single_rss": max(peak_single, usage.ru_maxrss * 1024),
         "processes": len(cmdlines),
         "cmdlines": sorted(set(cmdlines.values())),
         "exit": proc.returncode,
@@ -413,8 +420,41 @@ def bench_tau2(args, ids: list[str], trials: int, model: ModelServer, tmp: Path)
     return m
 
 
+def embedded_default(args, server) -> dict[str, str]:  # noqa: ANN001 - the EmbeddedServer
+    """What makes passhat's commands use the embedded default on the server the bench
+    started (its PASSHAT_HOME and ports), with or without the warm process."""
+    return {"PASSHAT_HOME": str(server.home), "PASSHAT_TEMPORAL_PORT": str(server.port),
+            "PASSHAT_UI_PORT": str(server.ui_port), "PASSHAT_WARM_START": "0" if args.cold_start else "1"}
+
+
+def passhat_env(embedded: dict[str, str], **more: str) -> dict[str, str]:
+    """A passhat command's environment: this one (the model key's variable included)
+    with `embedded` and `more`, and no TEMPORAL_ADDRESS."""
+    env = {k: v for k, v in os.environ.items() if k != "TEMPORAL_ADDRESS"}
+    return {**env, **embedded, **more}
+
+
+def start_warm_process(env: dict[str, str], timeout: float = 300.0) -> None:
+    """As `passhat server start` does, and wait until the warm process takes commands:
+    the Temporal server and it are both running before timing begins."""
+    import socket
+
+    subprocess.run([str(PASSHAT), "server", "start"], env=env, check=True, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    path = str(Path(env["PASSHAT_HOME"]) / "warm.sock")
+    while True:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(path)
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the warm process did not start; see {Path(env['PASSHAT_HOME']) / 'logs'}")
+        time.sleep(0.2)
+
+
 def bench_passhat(args, ids: list[str], trials: int, model: ModelServer, tmp: Path,  # noqa: ANN001
-                  temporal_address: str, run_id: str) -> dict:
+                  embedded: dict[str, str], run_id: str) -> dict:
     from passhat.infra.store import Store
     from passhat.testing.scripted_http import http_args
 
@@ -423,8 +463,7 @@ def bench_passhat(args, ids: list[str], trials: int, model: ModelServer, tmp: Pa
     db_url = f"sqlite:///{home / 'results.db'}"
     model_args = json.dumps(http_args(model.url))  # also sets the key's variable in os.environ
     startup_log = home / "startup.log"
-    env = {**os.environ, "PASSHAT_HOME": str(home), "TEMPORAL_ADDRESS": temporal_address,
-           "PASSHAT_DB_URL": db_url, "PASSHAT_STARTUP_LOG": str(startup_log)}
+    env = passhat_env(embedded, PASSHAT_DB_URL=db_url, PASSHAT_STARTUP_LOG=str(startup_log))
     cmd = [str(PASSHAT), "run", "--domain", args.domain, *[a for t in ids for a in ("--task", t)],
            "--agent-model", model_name(args), "--user-model", model_name(args), "--agent-args", model_args,
            "--user-args", model_args, "--trials", str(trials), "--concurrency", str(args.concurrency),
@@ -439,7 +478,9 @@ def bench_passhat(args, ids: list[str], trials: int, model: ModelServer, tmp: Pa
             return f"store not readable yet ({err})"
         return f"trials by status: {counts}"
 
-    m = measure(cmd, env, args.timeout, tmp / "passhat.out", tmp / "passhat.err", progress)
+    lock = Path(embedded["PASSHAT_HOME"]) / "warm.lock"
+    warm_pid = None if args.cold_start else int(lock.read_text().strip() or 0) or None
+    m = measure(cmd, env, args.timeout, tmp / "passhat.out", tmp / "passhat.err", progress, warm_pid)
     rows = Store(db_url).trials(run_id) if (home / "results.db").exists() else []
     done = [r for r in rows if r.status != "running"]
     m["ended"] = len(done)
@@ -679,6 +720,12 @@ def main(argv: list[str] | None = None) -> int:
         status = None
         try:
             status = asyncio.run(server.start())
+            embedded = embedded_default(args, server)
+            if "passhat" in args.runners and not args.cold_start:
+                from passhat.testing.scripted_http import http_args
+
+                http_args(model.url)  # sets the key's variable, as each run's environment has it
+                start_warm_process(passhat_env(embedded))
             for i in range(args.repeat):
                 work = tmp / f"round-{i + 1}" if args.repeat > 1 else tmp
                 work.mkdir(exist_ok=True)
@@ -693,7 +740,7 @@ def main(argv: list[str] | None = None) -> int:
                     if name == "tau2":
                         r = bench_tau2(args, ids, trials, model, work)
                     else:
-                        r = bench_passhat(args, ids, trials, model, work, server.address, run_id)
+                        r = bench_passhat(args, ids, trials, model, work, embedded, run_id)
                     r["model_cpu"] = model.cpu() - model_cpu
                     r["temporal_cpu"] = cpu_of(status.pid) - temporal_cpu
                     stats = model.stats()
@@ -715,6 +762,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             model.stop()
             if status is not None:
+                subprocess.run([str(PASSHAT), "server", "stop"], env=passhat_env(embedded), stdout=subprocess.DEVNULL)
                 server.stop()
     if args.repeat > 1:
         report_rounds(args, rounds, results)

@@ -183,7 +183,10 @@ def server_start(
                 settings.check_port(value, name)
             except ValueError as err:
                 raise UserInputError(str(err)) from None
+    from passhat.cli import warm_start
+
     server = asyncio.run(EmbeddedServer(settings.home(), port=port, ui_port=ui_port).ensure_running())
+    warm_start.start_warm_process()  # in the background: the next run's command starts in it
     out_console.print(f"Temporal dev server at {server.address}\nWeb UI: {server.ui_url}")
 
 
@@ -191,9 +194,11 @@ def server_start(
 @one_line_errors
 def server_stop() -> None:
     """Stop the embedded Temporal dev server (its database file is kept)."""
+    from passhat.cli.warm_start import stop_warm_process
     from passhat.infra import settings
     from passhat.infra.temporal_server import EmbeddedServer
 
+    stop_warm_process()
     stopped = EmbeddedServer(settings.home()).stop()
     out_console.print("stopped" if stopped else "not running")
 
@@ -205,9 +210,14 @@ def server_status() -> None:
     from passhat.infra import settings
     from passhat.infra.temporal_server import EmbeddedServer
 
+    from passhat.cli.warm_start import warm_process_pid
+
     st = EmbeddedServer(settings.home()).status()
     if st.running:
         out_console.print(f"running (pid {st.pid}) at {st.address}\nWeb UI: {st.ui_url}")
+        warm = warm_process_pid()
+        out_console.print(f"warm process: pid {warm}, ready for the next run" if warm else
+                          "warm process: none (the next run starts one; see docs/architecture.md)")
     else:
         out_console.print("not running; `passhat server start` starts it")
 

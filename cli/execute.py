@@ -62,6 +62,10 @@ async def execute(config, *, detach: bool, output: str, resume: bool = False,
     store = open_store()
     client = await connect()
     startup_mark("connected")
+    if not detach:  # the embedded server runs now: the next run's command can start warm
+        from passhat.cli.warm_start import start_warm_process
+
+        start_warm_process()
     await _ensure_search_attributes(client)
     if preview:
         _announce(store, config, yes=yes)

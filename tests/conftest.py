@@ -17,6 +17,10 @@ from passhat.testing.scripted_http import TEST_KEY_ENV
 # Runs name the loopback servers' key by its variable (a run's settings never hold a
 # key); test processes and the workers they start get it from here.
 os.environ.setdefault(TEST_KEY_ENV, "loopback-test-key")
+# Commands run in the test's own processes: a warm process (passhat.cli.warm_server) per
+# test home would outlive the test by its idle time. tests/cli/test_warm_start.py turns
+# it on where it is what is tested.
+os.environ.setdefault("PASSHAT_WARM_START", "0")
 from tests.fixtures_temporal import fresh_temporal_server, temporal_server  # noqa: F401
 
 # Server on which throwaway test databases are created; override for another PostgreSQL.

@@ -491,4 +491,4 @@ def test_dockerfile_installs_the_project(tmp_path):
     built = {".".join(p.parent.relative_to(lib).parts) for p in lib.rglob("__init__.py")}
     assert built == set(PYPROJECT["tool"]["setuptools"]["packages"])
     entry_points = next(out.glob("*.egg-info")) / "entry_points.txt"
-    assert "passhat = passhat.cli.main:main" in entry_points.read_text()
+    assert "passhat = passhat.cli.entry:main" in entry_points.read_text()
