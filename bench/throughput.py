@@ -14,8 +14,11 @@ runners must give the same ones:
     --tau2-save, which adds the checkpoint file `tau2 run` writes after every
     conversation), in a process of its own;
   * passhat: the `passhat run` command as it stands in this tree (its in-process worker,
-    and any worker processes it starts), on an embedded Temporal server started before
-    timing begins.
+    and any worker processes it starts), on the embedded default: an embedded Temporal
+    server and the warm process beside it (docs/architecture.md, "Warm start"), both
+    started before timing begins; with --cold-start, no warm process, so `passhat run`
+    imports litellm and tau2 itself. The warm process's own CPU and memory are not
+    counted; the command's process it forks, and that process's workers, are.
 
 For each it prints wall time, conversations per hour, CPU seconds (in all), CPU seconds
 per conversation and peak RSS (of all its processes together: the process tree is

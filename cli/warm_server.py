@@ -44,7 +44,10 @@ CHECK_S = 5.0  # how often, when idle, it checks whether the Temporal server sti
 # Variables that differ from one shell or invocation to the next and that nothing
 # imported here reads: they do not make the warm process stale. passhat reads its own
 # PASSHAT_* variables when a command needs them (passhat.infra.settings), never at import.
-PER_SHELL = {"PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES", "TERM", "COLORTERM"}
+PER_SHELL = {"PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES", "TERM", "COLORTERM", "WINDOWID", "GPG_TTY"}
+PER_TERMINAL = ("SSH_", "TMUX", "TERM_", "ITERM_", "VSCODE_", "WT_SESSION", "XDG_SESSION")
+_lock = None  # warm.lock, open (and locked) in this process only: each fork closes it
+_terminated, _wake = -1, -1  # the pipe a SIGTERM wakes the loop with (read end, write end)
 PACKAGES = ("passhat", "passhat.cli", "passhat.workflows", "passhat.activities",
             "passhat.domains", "passhat.infra", "passhat.results", "passhat.testing")
 
@@ -64,7 +67,8 @@ def fingerprint(env: dict[str, str]) -> str:
         if entry.endswith("-packages") and os.path.isdir(entry):
             digest.update(f"{entry} {os.stat(entry).st_mtime_ns}".encode())
     for key in sorted(env):
-        if key not in PER_SHELL and not key.startswith("PASSHAT_") and not secrets.is_secret_env(key):
+        if (key not in PER_SHELL and not key.startswith(("PASSHAT_", *PER_TERMINAL))
+                and not secrets.is_secret_env(key)):
             digest.update(f"{key}={env[key]}\0".encode())
     return digest.hexdigest()
 
@@ -85,7 +89,8 @@ def preload() -> None:
 def main() -> NoReturn:
     home = settings.home()
     home.mkdir(parents=True, exist_ok=True)
-    lock = open(home / "warm.lock", "a+")  # noqa: SIM115 - held, locked, for this process's life
+    global _lock
+    lock = _lock = open(home / "warm.lock", "a+")  # noqa: SIM115 - held, locked, for this process's life
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -129,11 +134,17 @@ class _Command:
 
 def _serve(listener: socket.socket, path: Path, started_as: str, from_dotenv: dict[str, str]) -> NoReturn:
     """Take commands until told to stop, made stale, idle or left without its Temporal
-    server; the commands still running then are seen to their end first."""
+    server; the commands still running then are seen to their end first. A SIGTERM
+    passes on to the commands running (as if sent to their processes) and ends it."""
+    global _terminated, _wake
+    _terminated, _wake = os.pipe()
+    os.set_blocking(_wake, False)
+    signal.set_wakeup_fd(_wake)  # a SIGTERM makes select() return: _terminated is readable
+    signal.signal(signal.SIGTERM, lambda *_: None)
     commands: list[_Command] = []
     last_active = time.monotonic()
     while True:
-        watched = [*([listener] if listener else []), *(c.exited for c in commands),
+        watched = [_terminated, *([listener] if listener else []), *(c.exited for c in commands),
                    *(c.conn for c in commands if not c.caller_gone)]
         ready, _, _ = select.select(watched, [], [], CHECK_S)
         for command in [c for c in commands if c.exited in ready]:
@@ -141,11 +152,17 @@ def _serve(listener: socket.socket, path: Path, started_as: str, from_dotenv: di
             commands.remove(command)
             last_active = time.monotonic()
         for command in commands:
-            if command.conn in ready and not command.conn.recv(1):
+            if command.conn in ready and _caller_gone(command.conn):
                 # The `passhat` process went away (killed, say): end what it started, as
                 # its own process group would have ended with it.
                 command.caller_gone = True
                 _signal_group(command.pid, signal.SIGTERM)
+        if _terminated in ready:
+            os.read(_terminated, 512)
+            for command in commands:
+                _signal_group(command.pid, signal.SIGTERM)
+            if listener:
+                listener = _stop_listening(listener, path)
         if listener and listener in ready:
             conn, _ = listener.accept()
             outcome = _take(conn, listener, commands, started_as, from_dotenv)
@@ -158,6 +175,15 @@ def _serve(listener: socket.socket, path: Path, started_as: str, from_dotenv: di
             listener = _stop_listening(listener, path)
         if listener is None and not commands:
             os._exit(0)
+
+
+def _caller_gone(conn: socket.socket) -> bool:
+    """The caller sends nothing after its request: its connection turns readable when
+    it closes (the process ended)."""
+    try:
+        return not conn.recv(1)
+    except OSError:
+        return True
 
 
 def _stop_listening(listener: socket.socket, path: Path) -> None:
@@ -178,7 +204,7 @@ def _take(conn: socket.socket, listener: socket.socket, commands: list[_Command]
     if request is None:  # a probe
         conn.close()
         return None
-    if request.get("stop") or fingerprint(request["env"]) != started_as:
+    if request.get("stop") or not _same_as(request["env"], started_as):
         # The socket goes first, so the command's side, told, starts a new one that binds it.
         socket_path().unlink(missing_ok=True)
         _reply_and_close(conn, {"stopping": True} if request.get("stop") else {"stale": True})
@@ -186,6 +212,10 @@ def _take(conn: socket.socket, listener: socket.socket, commands: list[_Command]
     pid = os.fork()
     if pid == 0:
         listener.close()
+        _lock.close()  # a long run must not keep the next warm process from the lock
+        signal.set_wakeup_fd(-1)
+        os.close(_terminated)
+        os.close(_wake)
         for other in commands:
             other.conn.close()
             os.close(other.exited)
@@ -201,6 +231,13 @@ def _take(conn: socket.socket, listener: socket.socket, commands: list[_Command]
         command.caller_gone = True
         _signal_group(pid, signal.SIGTERM)
     return command
+
+
+def _same_as(env: dict[str, str], started_as: str) -> bool:
+    try:
+        return fingerprint(env) == started_as
+    except Exception:  # noqa: BLE001 - passhat's files moved or went: stale all the same
+        return False
 
 
 def _report_exit(command: _Command) -> None:
@@ -230,6 +267,7 @@ def _command(fds: list[int], request: dict, from_dotenv: dict[str, str]) -> NoRe
     try:
         os.setpgid(0, 0)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         for target, fd in zip(STANDARD_FDS, fds):
             os.dup2(fd, target)
         for fd in fds:

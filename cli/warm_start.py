@@ -63,39 +63,65 @@ def run_warm(argv: list[str]) -> int | None:
     except (OSError, ValueError):
         start_warm_process()
         return None
-    with conn:
-        request = json.dumps({"argv": argv, "env": STARTED_WITH, "cwd": os.getcwd()}).encode()
+    with conn, _Forwarding() as forwarding:
         try:
+            request = json.dumps({"argv": argv, "env": STARTED_WITH, "cwd": os.getcwd()}).encode()
             socket.send_fds(conn, [len(request).to_bytes(4, "big") + request], list(STANDARD_FDS))
             reply = _read_reply(conn)
         except OSError:
-            return None
+            reply = None
         if reply is None or "stale" in reply:
+            if forwarding.pending:  # Ctrl-C'd during the hand-over: nothing started
+                return 128 + forwarding.pending[0]
             start_warm_process()
             return None
-        return _wait_for_exit(conn, reply["started"])
-
-
-def _wait_for_exit(conn: socket.socket, pid: int) -> int:
-    """Forward the signals a terminal or a supervisor sends this process (Ctrl-C, a
-    SIGTERM) to the command's process group, as if it ran here, then return its status."""
-    def forward(signum: int, _frame: object) -> None:
+        forwarding.to(reply["started"])
         try:
-            os.killpg(pid, signum)
-        except ProcessLookupError:
-            pass
-
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
-        signal.signal(signum, forward)
-    try:
-        reply = _read_reply(conn)
-    except OSError:
-        reply = None
+            reply = _read_reply(conn)
+        except OSError:
+            reply = None
     if reply is None or "exit" not in reply:
         print("passhat: the warm process ended before the command did; "
               f"see {settings.home() / 'logs' / LOG_NAME}, or set PASSHAT_WARM_START=0", file=sys.stderr)
         return 1
     return int(reply["exit"])
+
+
+class _Forwarding:
+    """While a command runs in the warm process, the signals a terminal or a supervisor
+    sends this process (Ctrl-C, a SIGTERM) go to the command's process group, as if it
+    ran here; one that comes before the group exists waits for it."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.pending: list[int] = []
+
+    def __enter__(self) -> "_Forwarding":
+        self.saved = {s: signal.signal(s, self._forward) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self.saved.items():
+            signal.signal(signum, handler)
+
+    def to(self, pid: int) -> None:
+        self.pid = pid
+        for signum in self.pending:
+            self._send(signum)
+
+    def _forward(self, signum: int, _frame: object) -> None:
+        if self.pid is None:
+            self.pending.append(signum)
+        else:
+            self._send(signum)
+
+    def _send(self, signum: int) -> None:
+        try:
+            os.killpg(self.pid, signum)
+        except ProcessLookupError:
+            pass
 
 
 def _read_reply(conn: socket.socket) -> dict | None:

@@ -140,6 +140,25 @@ def test_stopping_the_command_stops_what_the_warm_process_runs_for_it(warm, how)
     assert _serving(home) == pid  # and it goes on serving
 
 
+def test_a_sigterm_to_the_warm_process_passes_on_to_its_commands(warm):
+    """The warm process stopped with a SIGTERM (a shutdown, say) stops the commands it
+    runs as a SIGTERM to their own processes would: exit status 143; then it ends."""
+    env, home = warm
+    pid = _serving(home)
+    with FaultServer(responder=ScriptedResponder(["airline"], latency=10)) as srv:
+        proc = _started({**env, TEST_KEY_ENV: "warm-test-key-0123456789"}, home,
+                        _run_args(srv, "warm-sigterm"), "warm-sigterm")
+        os.kill(pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+        until_sync(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+                   "the warm process to end", 30)
+        proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM
+    # `passhat server start` starts a new one for the tests that follow.
+    assert passhat("server", "start", env=env, timeout=180).returncode == 0
+    until_sync(lambda: _serving(home), "a new warm process", 180)
+
+
 def test_another_environment_runs_here_and_replaces_the_warm_process(warm, tmp_path):
     """Last in this module: the warm process left serves another environment."""
     env, home = warm
