@@ -59,7 +59,7 @@ def load_task_set(task_set: str, split: str | None) -> list[Any]:
     """tau2's Task models of a task set (and split), as `tau2 run` loads them. Raises
     UnknownDomainError, in words a user can act on, for a task set or split tau2's
     registry does not have."""
-    from passhat.domains.tau2_domain import quiet_tau2
+    from passhat.domains.tau2_data import quiet_tau2
 
     quiet_tau2()
     from tau2.registry import registry

@@ -26,7 +26,7 @@ class AgentSetupError(Exception):
 
 
 def _registry() -> Any:
-    from passhat.domains.tau2_domain import quiet_tau2
+    from passhat.domains.tau2_data import quiet_tau2
 
     quiet_tau2()
     from tau2.registry import registry
@@ -204,7 +204,7 @@ def split_turn_input(steps: list[list[Message]]) -> tuple[list[Message], Any]:
 def to_tau2_messages(messages: list[Message]) -> list[Any]:
     from tau2.data_model.message import AssistantMessage, ToolMessage, UserMessage
 
-    from passhat.domains.tau2_domain import to_tau2_call
+    from passhat.domains.tau2_messages import to_tau2_call
 
     out: list[Any] = []
     for m in messages:

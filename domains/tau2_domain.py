@@ -13,24 +13,31 @@ What this module adds is speed for a worker that runs thousands of trials in one
   does not replay the whole conversation unless this worker has not seen it yet.
 
 tau2 is imported inside functions only: importing it takes seconds, which `passhat --help`
-and anything else that merely lists domains must not pay.
+and anything else that merely lists domains must not pay. tau2's data, parsed once per
+process, is in passhat.domains.tau2_data; the conversion of conversations to tau2's
+messages in passhat.domains.tau2_messages.
 """
 
 from __future__ import annotations
 
-import gc
-import threading
-from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from passhat.contracts import GoldAction, Message, Score, TaskInfo, ToolCall
-from passhat.domains.base import DomainLoadError, UnknownDomainError, UnknownTaskError
-from passhat.domains.plugins import last_line
-from passhat.domains.shared_db import SharedDatabase, kept, same_data
+from passhat.domains.base import UnknownDomainError, UnknownTaskError
+from passhat.domains.shared_db import kept, same_data
+from passhat.domains.tau2_catalog import is_tau2_domain
+from passhat.domains.tau2_data import PROMPT_ONLY, SessionCache, domain_data, gc_paused
+from passhat.domains.tau2_messages import (
+    initial_messages,
+    invalid_arguments_answer,
+    replayable,
+    to_score,
+    to_tau2_call,
+    to_tau2_trajectory,
+    tool_trace,
+    with_initial_messages,
+)
 from passhat.domains.tau2_version import installed_rules
-from passhat.domains.tau2_catalog import SHARED_DB_DOMAINS, build_environment, is_tau2_domain
 
 # One entry per conversation a worker process can have in flight (it runs at most 64
 # activities at once, and a trial's tool steps run in the process that runs its
@@ -39,10 +46,6 @@ from passhat.domains.tau2_catalog import SHARED_DB_DOMAINS, build_environment, i
 # whole database each would.
 # A miss costs a rebuild: a fresh environment and a replay of the conversation's calls.
 DEFAULT_SESSION_CACHE_SIZE = 64
-
-# The model named to tau2's agent and user classes that passhat builds only to read
-# their system prompts.
-_PROMPT_ONLY = "passhat-prompt-only"
 
 
 class Tau2Domain:
@@ -64,7 +67,7 @@ class Tau2Domain:
         self.name = label or name
         self.tau2_name = name
         self._tasks = None if tasks is None else {task.id: task for task in tasks}
-        self._sessions = _SessionCache(session_cache_size)
+        self._sessions = SessionCache(session_cache_size)
         # task id -> gold final databases, as shared_db.kept keeps them (see _gold_state).
         # Two threads may compute the same entry at once; both get the same value, so no
         # lock is needed.
@@ -91,7 +94,7 @@ class Tau2Domain:
                 for a in (criteria.actions or [] if criteria else [])
             ],
             communicate_info=list(criteria.communicate_info or []) if criteria else [],
-            initial_messages=_initial_messages(task),
+            initial_messages=initial_messages(task),
         )
 
     # Prompts and tool schemas are asked for on every model call and never change: they
@@ -99,30 +102,30 @@ class Tau2Domain:
     # callers must not modify them.
 
     def agent_tools(self) -> list[dict[str, Any]]:
-        return _data(self.tau2_name).agent_tool_schemas
+        return domain_data(self.tau2_name).agent_tool_schemas
 
     def user_tools(self) -> list[dict[str, Any]] | None:
-        return _data(self.tau2_name).user_tool_schemas
+        return domain_data(self.tau2_name).user_tool_schemas
 
     def agent_system_prompt(self) -> str:
-        return _data(self.tau2_name).agent_system_prompt()
+        return domain_data(self.tau2_name).agent_system_prompt()
 
     def policy(self) -> str:
         """The domain's policy, as tau2's agents receive it (an agent prompt of the
         user's own puts it where its template says)."""
-        return _data(self.tau2_name).policy
+        return domain_data(self.tau2_name).policy
 
     def database_json(self) -> str:
         """The domain's initial databases (the agent's, then the user's where it has
         one) as JSON, for the run's domain digest (domains/digest.py)."""
-        env = _data(self.tau2_name).new_environment()
+        env = domain_data(self.tau2_name).new_environment()
         dbs = [kit.db for kit in (env.tools, env.user_tools) if getattr(kit, "db", None) is not None]
-        with _gc_paused():
+        with gc_paused():
             return "[" + ",".join(db.model_dump_json() for db in dbs) + "]"
 
     def tool_kinds(self) -> dict[str, str]:
         """Each tool's tau2 type (read, write, think, generic), agent's and user's."""
-        return _data(self.tau2_name).tool_kinds
+        return domain_data(self.tau2_name).tool_kinds
 
     def user_system_prompt(self, task_id: str) -> str:
         prompt = self._user_prompts.get(task_id)
@@ -133,9 +136,9 @@ class Tau2Domain:
             # The guidelines differ with and without user tools, as in tau2's run.
             # The model is never called: only the prompt is read (1.0.x requires one).
             user = UserSimulator(
-                tools=_data(self.tau2_name).user_tools,
+                tools=domain_data(self.tau2_name).user_tools,
                 instructions=str(task.user_scenario),
-                llm=_PROMPT_ONLY,
+                llm=PROMPT_ONLY,
             )
             prompt = self._user_prompts[task_id] = user.system_prompt
         return prompt
@@ -143,7 +146,7 @@ class Tau2Domain:
     def tau2_agent_parts(self) -> tuple[list[Any], str]:
         """What tau2's run hands a registered agent: the agent's tau2 tools (a list of
         its own, which the agent may change) and the policy."""
-        data = _data(self.tau2_name)
+        data = domain_data(self.tau2_name)
         return list(data.agent_tools), data.policy
 
     def tau2_task(self, task_id: str) -> Any:
@@ -167,8 +170,8 @@ class Tau2Domain:
         call and tau2 refuses a history whose answers it cannot reproduce.
         """
         task = self._tau2_task(task_id)
-        history = _with_initial_messages(task, history)
-        trace = _tool_trace(history)
+        history = with_initial_messages(task, history)
+        trace = tool_trace(history)
         key = (task_id, session)
         env = self._sessions.take(key, trace) if session is not None else None
         if env is None:
@@ -177,7 +180,7 @@ class Tau2Domain:
         answers = []
         for call in calls:
             if call.invalid_arguments is not None:
-                answers.append(_invalid_arguments_answer(call))
+                answers.append(invalid_arguments_answer(call))
                 continue
             response = env.get_response(to_tau2_call(call))
             answers.append(
@@ -200,12 +203,12 @@ class Tau2Domain:
     def _rebuild(self, task: Any, history: list[Message]) -> Any:
         """A fresh environment in the state after the task's initial state and every
         answered tool call of `history` (tau2's set_state replays them)."""
-        env = _data(self.tau2_name).new_environment()
+        env = domain_data(self.tau2_name).new_environment()
         init = task.initial_state
         env.set_state(
             initialization_data=init.initialization_data if init else None,
             initialization_actions=init.initialization_actions if init else None,
-            message_history=_replayable(history),
+            message_history=replayable(history),
         )
         return env
 
@@ -231,7 +234,7 @@ class Tau2Domain:
             or not criteria.nl_assertions
         ):
             return None
-        trajectory = _to_tau2_trajectory(_with_initial_messages(task, messages))
+        trajectory = to_tau2_trajectory(with_initial_messages(task, messages))
         return judge_messages(trajectory, criteria.nl_assertions)
 
     def score(
@@ -256,12 +259,12 @@ class Tau2Domain:
                 reward=0.0,
                 info={"note": f"Not a tau2 stop reason: {termination_reason!r}"},
             )
-        trajectory = _to_tau2_trajectory(_with_initial_messages(task, messages))
+        trajectory = to_tau2_trajectory(with_initial_messages(task, messages))
         if installed_rules().evaluator_replay == "tau2":
             return self._score_as_tau2(task, trajectory, termination_reason, nl_checks)
         stopped = termination_reason in (TerminationReason.AGENT_STOP, TerminationReason.USER_STOP)
         criteria = task.evaluation_criteria
-        data = _data(self.tau2_name)
+        data = domain_data(self.tau2_name)
         if (not stopped or criteria is None or RewardType.NL_ASSERTION in criteria.reward_basis
                 or not data.shared):
             # tau2's evaluator answers these without building any environment: a trial
@@ -272,12 +275,12 @@ class Tau2Domain:
                 id=f"passhat-{task_id}", task_id=task_id, start_time=now, end_time=now,
                 duration=0.0, termination_reason=termination_reason, messages=trajectory,
             )
-            return _to_score(evaluate_simulation(
+            return to_score(evaluate_simulation(
                 simulation=simulation, task=task, evaluation_type=EvaluationType.ALL,
-                solo_mode=False, domain=_data(self.tau2_name).evaluator_domain,
+                solo_mode=False, domain=domain_data(self.tau2_name).evaluator_domain,
             ))
-        with _gc_paused():
-            return _to_score(self._evaluate_all(task, trajectory))
+        with gc_paused():
+            return to_score(self._evaluate_all(task, trajectory))
 
     def _score_as_tau2(
         self, task: Any, trajectory: list[Any], termination_reason: str,
@@ -309,10 +312,10 @@ class Tau2Domain:
             id=f"passhat-{task.id}", task_id=task.id, start_time=now, end_time=now,
             duration=0.0, termination_reason=termination_reason, messages=trajectory,
         )
-        with _gc_paused():
+        with gc_paused():
             result = evaluate_simulation(
                 simulation=simulation, task=graded, evaluation_type=EvaluationType.ALL,
-                solo_mode=False, domain=_data(self.tau2_name).evaluator_domain,
+                solo_mode=False, domain=domain_data(self.tau2_name).evaluator_domain,
             )
         if needs_nl:
             if criteria.nl_assertions and nl_checks is None:
@@ -323,7 +326,7 @@ class Tau2Domain:
             result.nl_assertions = checks
             result.reward_basis = criteria.reward_basis
             result.reward_breakdown = {**(result.reward_breakdown or {}), RewardType.NL_ASSERTION: nl_reward}
-        return _to_score(result)
+        return to_score(result)
 
     def _evaluate_all(self, task: Any, trajectory: list[Any]) -> Any:
         """tau2's "all" evaluation of a stopped trajectory, as its evaluate_simulation
@@ -372,7 +375,7 @@ class Tau2Domain:
                 info={"note": "No expected actions or env assertions"},
             )
         init = task.initial_state
-        predicted = _data(self.tau2_name).new_environment()
+        predicted = domain_data(self.tau2_name).new_environment()
         predicted.set_state(
             initialization_data=init.initialization_data if init else None,
             initialization_actions=init.initialization_actions if init else None,
@@ -409,7 +412,7 @@ class Tau2Domain:
         state = self._gold.get(task.id)
         if state is None:
             init = task.initial_state
-            gold = _data(self.tau2_name).new_environment()
+            gold = domain_data(self.tau2_name).new_environment()
             gold.set_state(
                 initialization_data=init.initialization_data if init else None,
                 initialization_actions=init.initialization_actions if init else None,
@@ -430,359 +433,10 @@ class Tau2Domain:
     # -- helpers -----------------------------------------------------------------------
 
     def _task_set(self) -> dict[str, Any]:
-        return self._tasks if self._tasks is not None else _data(self.tau2_name).tasks
+        return self._tasks if self._tasks is not None else domain_data(self.tau2_name).tasks
 
     def _tau2_task(self, task_id: str) -> Any:
         try:
             return self._task_set()[task_id]
         except KeyError:
             raise UnknownTaskError(f"{self.name} has no task {task_id!r}") from None
-
-
-# ---------------------------------------------------------------------------------------
-# Per-process tau2 data
-
-
-class _Tau2Data:
-    """What one domain needs from tau2's files, parsed once per process."""
-
-    def __init__(self, name: str):
-        from tau2.registry import registry
-
-        self.tasks = {task.id: task for task in default_tasks(name)}
-        self._construct = registry.get_env_constructor(name)
-        self.shared = name in SHARED_DB_DOMAINS  # else tau2 builds and scores it as it is
-        env = self._construct()
-        self.policy = env.get_policy()
-        self.agent_tools = env.get_tools()
-        self.user_tools = env.get_user_tools() if env.user_tools is not None else None
-        self.tool_kinds = {name: kit.tool_type(name).value
-                           for kit in (env.user_tools, env.tools) if kit is not None for name in kit.tools}
-        self.agent_tool_schemas = [tool.openai_schema for tool in self.agent_tools]
-        self.user_tool_schemas = (
-            None if self.user_tools is None else [tool.openai_schema for tool in self.user_tools]
-        )
-        self._agent_prompt: str | None = None
-        if not self.shared:
-            self.evaluator_domain = name
-            return
-        self._db = SharedDatabase(env.tools.db)
-        self._user_db = SharedDatabase(env.user_tools.db) if env.user_tools else None
-
-        self.evaluator_domain = f"passhat-{name}"
-        if self.evaluator_domain not in registry.get_domains():
-            registry.register_domain(self.new_environment, self.evaluator_domain)
-
-    def agent_system_prompt(self) -> str:
-        if self._agent_prompt is None:
-            from tau2.agent.llm_agent import LLMAgent
-
-            self._agent_prompt = LLMAgent(
-                tools=self.agent_tools, domain_policy=self.policy, llm=_PROMPT_ONLY
-            ).system_prompt
-        return self._agent_prompt
-
-    def new_environment(self, solo_mode: bool = False) -> Any:
-        """tau2's environment for this domain, on a fresh copy of the cached database."""
-        if not self.shared:
-            return build_environment(self._construct, solo_mode)
-        with _gc_paused():
-            kwargs: dict[str, Any] = {"db": self._db.fresh()}
-            if self._user_db is not None:
-                kwargs["user_db"] = self._user_db.fresh()
-            return self._construct(solo_mode=solo_mode, **kwargs)
-
-
-_loaded: dict[str, _Tau2Data] = {}
-_load_lock = threading.Lock()
-
-
-def _data(name: str) -> _Tau2Data:
-    data = _loaded.get(name)
-    if data is None:
-        with _load_lock:
-            data = _loaded.get(name)
-            if data is None:
-                quiet_tau2()
-                try:
-                    data = _Tau2Data(name)
-                except Exception as err:  # noqa: BLE001 - the domain's own code failed
-                    raise DomainLoadError(
-                        f"domain {name} failed to load (its environment or tasks): {last_line(err)}"
-                    ) from err
-                _loaded[name] = data
-    return data
-
-
-def default_tasks(name: str) -> list[Any]:
-    """tau2's Task models of the task set tau2 runs by default for a domain (the "base"
-    split where there is one)."""
-    quiet_tau2()
-    from tau2.registry import registry
-
-    return list(registry.get_tasks_loader(name)())
-
-
-def import_tau2() -> None:
-    """Import tau2 now (seconds of CPU), e.g. before forking worker processes that will
-    all need it."""
-    quiet_tau2()
-    import tau2.registry  # noqa: F401
-
-
-def quiet_tau2() -> None:
-    # tau2 logs every tool response at DEBUG to stderr; in a worker running thousands
-    # of trials that is noise and measurable time. Only tau2's own loggers are silenced.
-    from loguru import logger
-
-    logger.disable("tau2")
-
-
-_gc_lock = threading.Lock()
-_gc_holders = 0
-_gc_was_enabled = False
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while copying or hashing a database.
-
-    Building an airline database allocates ~165k objects, which triggers repeated
-    collections that scan every live object and make copying and hashing it markedly
-    slower. Environments are freed by
-    reference counting, and anything cyclic is collected once the collector resumes,
-    when the last concurrent holder leaves.
-    """
-    global _gc_holders, _gc_was_enabled
-    with _gc_lock:
-        if _gc_holders == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_holders += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_holders -= 1
-            if _gc_holders == 0 and _gc_was_enabled:
-                gc.enable()
-
-
-class _SessionCache:
-    """Environments of recent conversations, keyed by (task, session), least recently
-    used evicted first. An entry is reused only when the conversation's tool history is
-    exactly the one the environment has applied; otherwise the caller rebuilds. An entry
-    is removed while in use, so two threads never share an environment."""
-
-    def __init__(self, size: int):
-        self._size = size
-        self._entries: OrderedDict[Any, tuple[Any, tuple]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def take(self, key: Any, trace: tuple) -> Any:
-        with self._lock:
-            entry = self._entries.pop(key, None)
-        if entry is None or entry[1] != trace:
-            return None
-        return entry[0]
-
-    def put(self, key: Any, env: Any, trace: tuple) -> None:
-        if self._size <= 0:
-            return
-        with self._lock:
-            self._entries[key] = (env, trace)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
-
-
-# ---------------------------------------------------------------------------------------
-# Message conversion
-
-
-def _initial_messages(task: Any) -> list[Message]:
-    """The conversation that precedes a trial of `task` (tau2's initial message history)."""
-    state = task.initial_state
-    return _from_tau2_messages(state.message_history or [] if state else [])
-
-
-def _with_initial_messages(task: Any, messages: list[Message]) -> list[Message]:
-    """`messages`, starting with the task's initial messages even if the caller left
-    them out: their tool calls are part of the state every trial starts from."""
-    initial = _initial_messages(task)
-    if initial and messages[: len(initial)] != initial:
-        return initial + list(messages)
-    return messages
-
-
-def answered_calls(messages: list[Message]) -> list[tuple[ToolCall, Message]]:
-    """Each tool call that has an answer, with that answer, in conversation order.
-
-    An answer is a tool message with the call's id among the tool messages right after
-    the calling message. Calls without one (not run yet) are left out.
-    """
-    pairs = []
-    for i, message in enumerate(messages):
-        if not message.tool_calls:
-            continue
-        answers: dict[str | None, Message] = {}
-        for following in messages[i + 1 :]:
-            if following.role != "tool":
-                break
-            answers.setdefault(following.tool_call_id, following)
-        for call in message.tool_calls:
-            if call.id in answers:
-                pairs.append((call, answers.pop(call.id)))
-    return pairs
-
-
-def _tool_trace(history: list[Message]) -> tuple:
-    """What identifies the tool state a history leads to."""
-    return tuple(
-        (answer.tool_call_id, answer.content) for _, answer in answered_calls(history)
-    )
-
-
-def _replayable(history: list[Message]) -> list[Any]:
-    """The tool calls `history` ran, as tau2 messages that set_state can replay: one
-    calling message per call, followed by its answer. Calls with invalid arguments never
-    ran, so they are not replayed."""
-    from tau2.data_model.message import AssistantMessage, UserMessage
-
-    replay = []
-    for call, answer in answered_calls(history):
-        if call.invalid_arguments is not None:
-            continue
-        caller = UserMessage if call.requestor == "user" else AssistantMessage
-        replay.append(caller(role=call.requestor, tool_calls=[to_tau2_call(call)]))
-        replay.append(_to_tau2_tool_message(call, answer))
-    return replay
-
-
-def _to_tau2_trajectory(messages: list[Message]) -> list[Any]:
-    """Our conversation as tau2's simulation messages.
-
-    Tool calls that never ran (invalid arguments, or no answer) are left out with their
-    answers: they did not touch the environment, and tau2 expects every call in a
-    trajectory to be followed by its answer.
-    """
-    from tau2.data_model.message import AssistantMessage, UserMessage
-
-    answered = {
-        id(call): answer
-        for call, answer in answered_calls(messages)
-        if call.invalid_arguments is None
-    }
-    trajectory: list[Any] = []
-    for message in messages:
-        if message.role == "tool":
-            continue  # emitted right after the call it answers
-        calls = [c for c in message.tool_calls or [] if id(c) in answered]
-        if not calls and not message.has_text():
-            continue
-        caller = UserMessage if message.role == "user" else AssistantMessage
-        trajectory.append(
-            caller(
-                role=message.role,
-                content=message.content,
-                tool_calls=[to_tau2_call(c) for c in calls] or None,
-            )
-        )
-        trajectory.extend(_to_tau2_tool_message(c, answered[id(c)]) for c in calls)
-    for turn, message in enumerate(trajectory):
-        message.turn_idx = turn
-    return trajectory
-
-
-def to_tau2_call(call: ToolCall) -> Any:
-    from tau2.data_model.message import ToolCall as Tau2ToolCall
-
-    return Tau2ToolCall(
-        id=call.id, name=call.name, arguments=call.arguments, requestor=call.requestor
-    )
-
-
-def _to_tau2_tool_message(call: ToolCall, answer: Message) -> Any:
-    from tau2.data_model.message import ToolMessage
-
-    return ToolMessage(
-        id=call.id,
-        role="tool",
-        content=answer.content,
-        requestor=call.requestor,
-        error=answer.error,
-    )
-
-
-def _from_tau2_messages(messages: list[Any]) -> list[Message]:
-    """tau2 messages (a task's initial history) as ours."""
-    ours = []
-    for message in messages:
-        if message.role == "tool" and hasattr(message, "tool_messages"):
-            ours.extend(_from_tau2_messages(message.tool_messages))
-        elif message.role == "tool":
-            ours.append(
-                Message(
-                    role="tool",
-                    content=message.content,
-                    tool_call_id=message.id,
-                    requestor=message.requestor,
-                    error=message.error,
-                )
-            )
-        elif message.role in ("assistant", "user"):
-            calls = [
-                ToolCall(
-                    id=c.id, name=c.name, arguments=c.arguments, requestor=c.requestor
-                )
-                for c in message.tool_calls or []
-            ]
-            ours.append(
-                Message(
-                    role=message.role, content=message.content, tool_calls=calls or None
-                )
-            )
-        else:
-            raise ValueError(f"Unsupported message in a tau2 history: {message.role}")
-    return ours
-
-
-def _invalid_arguments_answer(call: ToolCall) -> Message:
-    raw = call.invalid_arguments or ""
-    if len(raw) > 500:
-        raw = raw[:500] + "..."
-    return Message(
-        role="tool",
-        content=(
-            f"Error: the arguments for {call.name} are not valid JSON, so the tool was "
-            f"not run. Arguments received: {raw}"
-        ),
-        tool_call_id=call.id,
-        requestor=call.requestor,
-        error=True,
-    )
-
-
-def _to_score(result: Any) -> Score:
-    dumped = result.model_dump(mode="json")
-    info = {
-        key: dumped[key]
-        for key in (
-            "reward_basis",
-            "db_check",
-            "action_checks",
-            "communicate_checks",
-            "env_assertions",
-            "nl_assertions",
-        )
-        if key in dumped
-    }
-    info["note"] = (result.info or {}).get("note")
-    return Score(
-        reward=float(result.reward),
-        breakdown={
-            getattr(kind, "value", str(kind)): float(value)
-            for kind, value in (result.reward_breakdown or {}).items()
-        },
-        info=info,
-    )

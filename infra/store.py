@@ -4,7 +4,8 @@ Temporal's history holds only references; the conversations themselves live here
 step activity that is retried (or a worker that crashes and resumes) must be able to write
 the same step again without duplicating it. Every write is therefore idempotent and keyed
 by the ids in passhat.contracts. It stores those contracts and imports nothing else of
-passhat but its settings.
+passhat but its settings; its tables are in passhat.infra.store_tables, how it connects
+in passhat.infra.store_engine.
 
 SQLite (a file under PASSHAT_HOME) by default, PostgreSQL when PASSHAT_DB_URL says so.
 All methods are synchronous and open one short session each: activities call them from
@@ -14,31 +15,17 @@ threads, and several worker processes may share one database.
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import BigInteger, DateTime, Text, event, func, text
+from sqlalchemy import func
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
-from sqlalchemy.pool import StaticPool
-from sqlalchemy.types import TypeDecorator
-from sqlmodel import (
-    Field,
-    Session,
-    SQLModel,
-    col,
-    create_engine,
-    delete,
-    select,
-    update,
-)
+from sqlmodel import Session, SQLModel, col, delete, select, update
 
 from passhat.contracts import (
     RUN_IMPORTED,
@@ -54,22 +41,26 @@ from passhat.contracts import (
     TaskOutcome,
     TrialSpec,
     changed_domains,
-    task_workflow_id,
 )
 from passhat.infra import settings
+from passhat.infra.store_engine import READ_ONLY, create_tables, make_engine
+from passhat.infra.store_tables import (
+    DISCARDED,
+    RunRow,
+    RunTasksRow,
+    StepRow,
+    TaskResultRow,
+    TrialRow,
+    conversation,
+    discarded_trial_id,
+    step_id,
+    task_result_values,
+    utc_now,
+)
 
 # Key in an imported run's config_json (beside RunConfig's fields, which ignore it)
 # naming the files it came from.
 IMPORT_SOURCE_KEY = "passhat_import"
-
-# How long a SQLite writer waits for another writer's lock before giving up (ms).
-SQLITE_BUSY_TIMEOUT_MS = 60_000
-# Execution option that marks a read-only transaction (see _on_begin).
-_READ_ONLY = "passhat_read_only"
-# Fail fast on a PostgreSQL host that drops packets instead of refusing (s).
-PG_CONNECT_TIMEOUT_S = 10
-# PostgreSQL advisory-lock key that serialises schema creation (any stable number).
-_SCHEMA_LOCK_KEY = zlib.crc32(b"passhat.store.schema")
 
 
 class StoreError(RuntimeError):
@@ -82,190 +73,6 @@ class ConfigMismatchError(StoreError):
 
 class NotFoundError(StoreError, LookupError):
     """A run or trial the caller expected to exist is not in the store."""
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-class UTCDateTime(TypeDecorator):
-    """Timezone-aware UTC datetimes on both back ends (SQLite would hand back naive ones)."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(
-        self, value: datetime | None, dialect: Any
-    ) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return value.astimezone(UTC)
-
-    def process_result_value(
-        self, value: datetime | None, dialect: Any
-    ) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return value
-
-
-# ---------------------------------------------------------------------------------------
-# Tables. JSON payloads are stored as text: portable, and read back exactly as written.
-
-
-class RunRow(SQLModel, table=True):
-    __tablename__ = "runs"
-
-    run_id: str = Field(primary_key=True)
-    config_json: str = Field(sa_type=Text)
-    fingerprint: str
-    status: str = RUN_RUNNING
-    total_trials: int = 0
-    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime())
-    updated_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime())
-
-    def run_config(self) -> RunConfig:
-        return RunConfig.model_validate_json(self.config_json)
-
-
-class TrialRow(SQLModel, table=True):
-    __tablename__ = "trials"
-
-    trial_id: str = Field(primary_key=True)
-    run_id: str = Field(index=True)
-    agent_model: str
-    user_model: str
-    domain: str
-    task_id: str
-    trial_index: int
-    # Seeds are 60-bit; a 32-bit INTEGER column would overflow on PostgreSQL.
-    seed: int = Field(sa_type=BigInteger)
-    status: str = TRIAL_RUNNING
-    reward: float | None = None
-    success: bool | None = None
-    reward_info_json: str = Field(default="{}", sa_type=Text)
-    termination_reason: str | None = None
-    # Why the trial is not evaluable (an infrastructure error), or, on a scored trial,
-    # the model failure that ended it (tau2's agent_error) and which side produced it.
-    error: str | None = Field(default=None, sa_type=Text)
-    error_class: str | None = None
-    error_side: str | None = None  # "agent" | "user"
-    n_steps: int = 0
-    input_tokens: int = Field(default=0, sa_type=BigInteger)
-    output_tokens: int = Field(default=0, sa_type=BigInteger)
-    cost: float = 0.0
-    trace_id: str | None = None
-    started_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime())
-    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
-    attempts: int = 1
-    # While the trial's model call is retried after a transient error: that error's
-    # class (and HTTP status), the attempt that failed, and when. Cleared when a call
-    # succeeds or the trial ends.
-    retry_error: str | None = None
-    retry_attempt: int | None = None
-    retried_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
-
-    def reward_info(self) -> dict[str, Any]:
-        return json.loads(self.reward_info_json)
-
-
-class StepRow(SQLModel, table=True):
-    __tablename__ = "steps"
-
-    # f"{trial_id}#{step}": the idempotency key of a step (the run is part of trial_id).
-    id: str = Field(primary_key=True)
-    trial_id: str = Field(index=True)
-    run_id: str = Field(index=True)
-    step: int
-    role: str
-    messages_json: str = Field(sa_type=Text)
-    model: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float = 0.0
-    latency_s: float = 0.0
-    finish_reason: str | None = None
-    # A model failure this step ended the conversation with (passhat.contracts).
-    failure_class: str | None = None
-    failure: str | None = Field(default=None, sa_type=Text)
-    # The turn of an agent from tau2's registry (--agent): its state after the turn and
-    # whether it stopped, as JSON ({"class", "state", "stop"}); the next turn starts from it.
-    agent_state_json: str | None = Field(default=None, sa_type=Text)
-    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime())
-
-    def agent_turn(self) -> dict[str, Any] | None:
-        return None if self.agent_state_json is None else json.loads(self.agent_state_json)
-
-    def message_list(self) -> list[Message]:
-        return [Message.model_validate(m) for m in json.loads(self.messages_json)]
-
-
-class RunTasksRow(SQLModel, table=True):
-    """A copy of the tasks a run read from a task file (domains.task_file), kept as the
-    file held them when the run was recorded: an edited or moved file changes neither
-    the run's exports nor, unnoticed, the tasks a resumed run plays."""
-
-    __tablename__ = "run_tasks"
-
-    run_id: str = Field(primary_key=True)
-    domain: str = Field(primary_key=True)  # "airline@/path/tasks.json"
-    digest: str  # of the tasks, not of the file's bytes (domains.task_file.tasks_digest)
-    tasks_json: str = Field(sa_type=Text)
-
-    def tasks(self) -> list[Any]:
-        return json.loads(self.tasks_json)
-
-
-def _task_result_row() -> type[SQLModel]:
-    """The task_results table: one row per task, whose columns are TaskOutcome's fields
-    (so the two cannot drift apart), keyed by the task's workflow id, with the pass^k
-    dict as JSON text."""
-    outcome_fields = {n: f for n, f in TaskOutcome.model_fields.items() if n != "pass_hat"}
-
-    def outcome(self) -> TaskOutcome:
-        return TaskOutcome(
-            **self.model_dump(exclude={"id", "pass_hat_json"}),
-            pass_hat=json.loads(self.pass_hat_json),
-        )
-
-    body: dict[str, Any] = {
-        "__module__": __name__,
-        "__tablename__": "task_results",
-        "__annotations__": {
-            "id": str,
-            **{n: f.annotation for n, f in outcome_fields.items()},
-            "pass_hat_json": str,
-        },
-        "id": Field(primary_key=True),  # contracts.task_workflow_id
-        "run_id": Field(index=True),
-        "pass_hat_json": Field(default="{}", sa_type=Text),
-        "outcome": outcome,
-    }
-    return type("TaskResultRow", (SQLModel,), body, table=True)
-
-
-TaskResultRow = _task_result_row()
-
-
-def _task_result_values(outcome: TaskOutcome) -> dict[str, Any]:
-    """A TaskResultRow's columns for `outcome`, its key included."""
-    values = outcome.model_dump(exclude={"pass_hat"})
-    values["pass_hat_json"] = json.dumps(outcome.pass_hat)
-    values["id"] = task_workflow_id(
-        outcome.run_id, outcome.agent_model, outcome.domain, outcome.task_id
-    )
-    return values
-
-
-_TABLES = [
-    RunRow.__table__,
-    TrialRow.__table__,
-    StepRow.__table__,
-    TaskResultRow.__table__,
-    RunTasksRow.__table__,
-]
 
 
 @dataclass(frozen=True)
@@ -283,39 +90,6 @@ class RunProgress:
 
 # A trial whose model call is not being retried.
 _NO_RETRY = {"retry_error": None, "retry_attempt": None, "retried_at": None}
-
-
-_DISCARDED = "~discarded-"
-
-
-def discarded_trial_id(trial_id: str, attempt: int) -> str:
-    """Where the steps of a trial's attempt that was set aside (Store.discard_attempt)
-    are kept."""
-    return f"{trial_id}{_DISCARDED}{attempt}"
-
-
-def step_id(trial_id: str, step: int) -> str:
-    return f"{trial_id}#{step}"
-
-
-def _conversation(rows: list[StepRow]) -> list[Message]:
-    """Every step's messages, in the rows' (step) order."""
-    return [m for row in rows for m in row.message_list()]
-
-
-def _add_missing_columns(conn: Any) -> None:
-    """A database written by an earlier passhat gets the nullable columns added since
-    (create_all only creates missing tables). Nothing is dropped or rewritten."""
-    from sqlalchemy import inspect
-    from sqlalchemy.schema import CreateColumn
-
-    inspector = inspect(conn)
-    for table in _TABLES:
-        present = {c["name"] for c in inspector.get_columns(table.name)}
-        for column in table.columns:
-            if column.name not in present and column.nullable:
-                ddl = CreateColumn(column).compile(dialect=conn.dialect)
-                conn.execute(text(f'ALTER TABLE "{table.name}" ADD COLUMN {ddl}'))
 
 
 # ---------------------------------------------------------------------------------------
@@ -389,10 +163,10 @@ class Store:
                 self._cannot_open("only sqlite and postgresql are supported")
             )
         try:
-            self.engine = self._make_engine(parsed)
+            self.engine = make_engine(parsed, self.dialect)
             # The same connection pool, with its transactions marked read-only.
-            self._reader = self.engine.execution_options(**{_READ_ONLY: True})
-            self._create_tables()
+            self._reader = self.engine.execution_options(**{READ_ONLY: True})
+            create_tables(self.engine, self.dialect)
         except (OSError, DBAPIError, NoSuchModuleError) as e:
             reason = getattr(e, "orig", None) or e
             raise StoreError(self._cannot_open(str(reason).strip())) from e
@@ -403,62 +177,6 @@ class Store:
             f"cannot open results store at {url}: {reason} "
             "— check PASSHAT_HOME / PASSHAT_DB_URL"
         )
-
-    def _make_engine(self, parsed: Any) -> Engine:
-        if self.dialect == "postgresql":
-            return create_engine(
-                parsed,
-                # Workers live for hours; a restarted server must not break them.
-                pool_pre_ping=True,
-                connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S},
-            )
-        database = parsed.database
-        in_memory = not database or database == ":memory:"
-        if not in_memory:
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(
-            parsed,
-            connect_args={
-                "check_same_thread": False,
-                "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000,
-            },
-            # An in-memory database exists once per connection: share one.
-            **({"poolclass": StaticPool} if in_memory else {}),
-        )
-
-        @event.listens_for(engine, "connect")
-        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            # Let SQLAlchemy emit BEGIN itself (below) instead of sqlite3's lazy BEGIN.
-            dbapi_conn.isolation_level = None
-            cur = dbapi_conn.cursor()
-            cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-            # WAL: readers (the CLI's progress display) never block the workers' writes.
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.close()
-
-        @event.listens_for(engine, "begin")
-        def _on_begin(conn: Any) -> None:
-            # A writing transaction takes the write lock up front (IMMEDIATE), so
-            # busy_timeout applies: a deferred one that reads and then writes fails at
-            # once with "database is locked" when another process wrote in between,
-            # whatever the timeout. A reading one takes no lock at all: under WAL it
-            # reads a snapshot, so progress displays and step lookups never queue
-            # behind the workers' writes.
-            reading = conn.get_execution_options().get(_READ_ONLY, False)
-            conn.exec_driver_sql("BEGIN" if reading else "BEGIN IMMEDIATE")
-
-        return engine
-
-    def _create_tables(self) -> None:
-        with self.engine.begin() as conn:
-            if self.dialect == "postgresql":
-                # Workers starting together would race on CREATE TABLE; serialise them.
-                conn.execute(
-                    text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY}
-                )
-            SQLModel.metadata.create_all(conn, tables=_TABLES)
-            _add_missing_columns(conn)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -489,7 +207,7 @@ class Store:
     def create_run(self, config: RunConfig, total_trials: int) -> RunRow:
         """Register a run, or find it again on resume; refuse a different config."""
         fingerprint = config.fingerprint()
-        now = _now()
+        now = utc_now()
         with self._session() as s:
             s.exec(
                 self._insert(RunRow)
@@ -538,7 +256,7 @@ class Store:
             body = json.loads(row.config_json)
             body["max_cost"] = max_cost
             row.config_json = json.dumps(body)
-            row.updated_at = _now()
+            row.updated_at = utc_now()
             s.add(row)
 
     def run_cost(self, run_id: str) -> float:
@@ -565,7 +283,7 @@ class Store:
             result = s.exec(
                 update(RunRow)
                 .where(RunRow.run_id == run_id)
-                .values(status=status, updated_at=_now())
+                .values(status=status, updated_at=utc_now())
             )
             if result.rowcount == 0:
                 raise NotFoundError(f"no run {run_id!r} in the results store")
@@ -617,7 +335,7 @@ class Store:
                     input_tokens=0,
                     output_tokens=0,
                     cost=0.0,
-                    started_at=_now(),
+                    started_at=utc_now(),
                     attempts=1,
                 )
                 .on_conflict_do_nothing()
@@ -668,7 +386,7 @@ class Store:
             s.exec(
                 update(TrialRow)
                 .where(TrialRow.trial_id == trial_id, TrialRow.status != TRIAL_SCORED)
-                .values(**values, **totals, **_NO_RETRY, finished_at=_now())
+                .values(**values, **totals, **_NO_RETRY, finished_at=utc_now())
             )
             row = s.get(TrialRow, trial_id)
         if row is None:
@@ -735,7 +453,7 @@ class Store:
         counts them. Returns how many attempts are now set aside, or None when
         `keep_at_most` are already and the current one must stand. Safe to repeat: with
         no current steps nothing is moved and the count is returned again."""
-        prefix = f"{trial_id}{_DISCARDED}"
+        prefix = f"{trial_id}{DISCARDED}"
         with self._session() as s:
             done = s.exec(
                 select(func.count(func.distinct(StepRow.trial_id))).where(
@@ -763,7 +481,7 @@ class Store:
             s.exec(
                 update(TrialRow)
                 .where(TrialRow.trial_id == trial_id, TrialRow.status == TRIAL_RUNNING)
-                .values(status=TRIAL_CANCELLED, finished_at=_now(), **_NO_RETRY)
+                .values(status=TRIAL_CANCELLED, finished_at=utc_now(), **_NO_RETRY)
             )
 
     def note_retry(self, trial_id: str, attempt: int, error: str) -> None:
@@ -772,7 +490,7 @@ class Store:
             s.exec(
                 update(TrialRow)
                 .where(TrialRow.trial_id == trial_id, TrialRow.status == TRIAL_RUNNING)
-                .values(retry_error=error, retry_attempt=attempt, retried_at=_now())
+                .values(retry_error=error, retry_attempt=attempt, retried_at=utc_now())
             )
 
     def clear_retry(self, trial_id: str) -> None:
@@ -870,7 +588,7 @@ class Store:
                     failure_class=failure_class,
                     failure=failure,
                     agent_state_json=agent_state_json,
-                    created_at=_now(),
+                    created_at=utc_now(),
                 )
                 .on_conflict_do_nothing()
             )
@@ -898,12 +616,12 @@ class Store:
         for row in rows:
             if row.step == step:
                 return row, []
-        return None, _conversation(rows)
+        return None, conversation(rows)
 
     # ---- task results -------------------------------------------------------------
 
     def record_task(self, outcome: TaskOutcome) -> None:
-        values = _task_result_values(outcome)
+        values = task_result_values(outcome)
         with self._session() as s:
             s.exec(
                 self._insert(TaskResultRow)
@@ -1008,7 +726,7 @@ class Store:
         transaction: all of it or, on any error, nothing. `trials` and `steps` hold
         TrialRow / StepRow column values (steps' "messages" as passhat Messages).
         Returns False, writing nothing, when the run id is taken."""
-        now = _now()
+        now = utc_now()
         body = json.loads(config.model_dump_json())
         body[IMPORT_SOURCE_KEY] = source
         with self._session() as s:
@@ -1042,5 +760,5 @@ class Store:
                     id=step_id(values["trial_id"], values["step"]), run_id=config.run_id, **values
                 ))
             for outcome in outcomes:
-                s.add(TaskResultRow(**_task_result_values(outcome)))
+                s.add(TaskResultRow(**task_result_values(outcome)))
         return True

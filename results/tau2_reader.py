@@ -13,7 +13,7 @@ from typing import Any
 from passhat.contracts import TRIAL_NOT_EVALUABLE, Message, ToolCall
 from passhat.domains.input_files import first_problem
 from passhat.domains.tau2_catalog import TAU2_DOMAINS
-from passhat.domains.tau2_domain import default_tasks, quiet_tau2
+from passhat.domains.tau2_data import default_tasks, quiet_tau2
 from passhat.domains.tau2_version import GIVEN_UP
 from passhat.infra.secrets import without_secrets
 from passhat.results.records import (

@@ -34,7 +34,8 @@ from typing import Any
 from passhat.contracts import AGENT_GREETING, TRIAL_NOT_EVALUABLE, TRIAL_SCORED, Message
 from passhat.domains.input_files import first_problem
 from passhat.domains.tau2_catalog import TAU2_DOMAINS
-from passhat.domains.tau2_domain import answered_calls, default_tasks, quiet_tau2
+from passhat.domains.tau2_data import default_tasks, quiet_tau2
+from passhat.domains.tau2_messages import answered_calls
 from passhat.domains.tau2_version import GIVEN_UP
 from passhat.infra.secrets import without_secrets
 from passhat.results.records import TOTALS_KEY, ResultsFileError, StepRecord, TrialRecord, aware

@@ -180,7 +180,7 @@ def preload(domains: list[str], plugins: list[str] | None = None) -> None:
     it). A plugin that fails to import raises PluginError."""
     from passhat.domains.plugins import load_plugins
     from passhat.domains.registry import get_domain
-    from passhat.domains.tau2_domain import import_tau2
+    from passhat.domains.tau2_data import import_tau2
     from passhat.infra import llm
 
     load_plugins(plugins or [])

@@ -15,7 +15,7 @@ import pytest
 
 from passhat.domains.registry import get_domain
 from passhat.domains.shared_db import CopyOnAccessTable, same_data
-from passhat.domains.tau2_domain import _data
+from passhat.domains.tau2_data import domain_data
 
 
 def tau2_gold_hash(name: str, task, plain_db: dict) -> str:  # noqa: ANN001 - a tau2 Task
@@ -43,9 +43,9 @@ def tau2_gold_hash(name: str, task, plain_db: dict) -> str:  # noqa: ANN001 - a 
 def test_gold_states_hash_and_compare_like_tau2s(name):
     from tau2.utils.utils import get_dict_hash
 
-    from passhat.domains.tau2_domain import _gc_paused
+    from passhat.domains.tau2_data import gc_paused
 
-    with _gc_paused():  # hundreds of whole-database dumps: seconds of collector scans
+    with gc_paused():  # hundreds of whole-database dumps: seconds of collector scans
         _check_gold_states(name, get_dict_hash)
 
 
@@ -73,12 +73,12 @@ def _check_gold_states(name: str, get_dict_hash) -> None:  # noqa: ANN001
         verdicts[same] += 1
     assert verdicts[True] and verdicts[False]  # both answers were exercised
     # And each against the untouched initial state.
-    initial_hash = get_dict_hash(_data(name)._db.fresh().model_dump())
+    initial_hash = get_dict_hash(domain_data(name)._db.fresh().model_dump())
     for gold, h in zip(golds, hashes):
-        assert same_data(gold, _data(name)._db.fresh()) == (h == initial_hash)
+        assert same_data(gold, domain_data(name)._db.fresh()) == (h == initial_hash)
     # Every task's gold actions, the write tools among them, left the shared records
     # as they were loaded.
-    for field, records in _data(name)._db.shared.items():
+    for field, records in domain_data(name)._db.shared.items():
         for key, model in records.models.items():
             assert model.model_dump() == records.data[key], (field, key)
 
@@ -158,7 +158,7 @@ def test_tau2_tools_only_read_the_records_they_iterate(name):
 
 
 def test_a_fresh_database_never_sees_another_ones_changes():
-    shared = _data("retail")._db
+    shared = domain_data("retail")._db
     a, b = shared.fresh(), shared.fresh()
     user_id, order_id = next(iter(a.users)), next(iter(a.orders))
     before = b.model_dump()
@@ -179,7 +179,7 @@ def test_a_fresh_database_never_sees_another_ones_changes():
 
 
 def test_added_and_removed_records_count():
-    shared = _data("airline")._db
+    shared = domain_data("airline")._db
     initial = shared.fresh()
     some_id = next(iter(initial.reservations))
 

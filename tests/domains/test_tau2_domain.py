@@ -118,7 +118,7 @@ def test_reward_equals_tau2_with_its_own_environment(name, task_id):
     from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
     from tau2.registry import registry
 
-    from passhat.domains.tau2_domain import _to_tau2_trajectory
+    from passhat.domains.tau2_messages import to_tau2_trajectory
 
     domain = get_domain(name)
     task_id = task_id or domain.task_ids()[0]
@@ -133,7 +133,7 @@ def test_reward_equals_tau2_with_its_own_environment(name, task_id):
             end_time="t",
             duration=0.0,
             termination_reason="user_stop",
-            messages=_to_tau2_trajectory(messages),
+            messages=to_tau2_trajectory(messages),
         )
         theirs = evaluate_simulation(
             simulation=simulation,
@@ -153,9 +153,9 @@ def test_reward_equals_tau2_with_its_own_environment(name, task_id):
 def test_cached_database_copy_equals_tau2s(name):
     from tau2.registry import registry
 
-    from passhat.domains.tau2_domain import _data
+    from passhat.domains.tau2_data import domain_data
 
-    fresh = _data(name).new_environment()
+    fresh = domain_data(name).new_environment()
     original = registry.get_env_constructor(name)()
     assert fresh.tools.db == original.tools.db
     if original.user_tools is not None:
@@ -163,7 +163,7 @@ def test_cached_database_copy_equals_tau2s(name):
     # A conversation's writes stay in its own copy: the next copy is pristine.
     assert empty_containers(fresh.tools.db) > 0
     assert fresh.tools.db != original.tools.db
-    assert _data(name).new_environment().tools.db == original.tools.db
+    assert domain_data(name).new_environment().tools.db == original.tools.db
 
 
 def empty_containers(model) -> int:  # noqa: ANN001 - a pydantic model

@@ -49,7 +49,7 @@ class HeldJudge:
 
 def _judged_task() -> str:
     """A retail task graded by the judge (NL assertions in its reward basis)."""
-    from passhat.domains.tau2_domain import default_tasks
+    from passhat.domains.tau2_data import default_tasks
 
     return next(t.id for t in default_tasks("retail")
                 if t.evaluation_criteria and t.evaluation_criteria.nl_assertions

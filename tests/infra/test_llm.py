@@ -3,7 +3,7 @@ parsed without crashing on malformed output, and provider errors are classified.
 
 import pytest
 
-from passhat.infra import llm
+from passhat.infra import llm, llm_errors
 from passhat.testing.fault_server import Fault, FaultServer
 
 TOOLS = [{
@@ -125,7 +125,7 @@ def test_retry_after_in_seconds_milliseconds_or_http_date(headers, seconds):
     class ProviderError(Exception):
         litellm_response_headers = headers
 
-    got = llm.retry_after_seconds(ProviderError())
+    got = llm_errors.retry_after_seconds(ProviderError())
     if seconds is None:
         assert got is None
     else:
@@ -240,7 +240,7 @@ def test_views_follow_tau2_history_rules():
 
 FIRST_CALL = """
 import asyncio, json, sys
-from passhat.infra import llm
+from passhat.infra import llm, llm_errors
 from passhat.testing.fault_server import FaultServer
 llm.load_client_modules()
 with FaultServer() as srv:

@@ -141,7 +141,7 @@ def _candidates() -> dict[str, list[tuple[str, str, bool]]]:
 def _judged_tasks(domain: str) -> set[str]:
     """Tasks whose grading calls tau2 1.0.x's judge (NL assertions in the reward basis,
     and assertions to judge)."""
-    from passhat.domains.tau2_domain import default_tasks
+    from passhat.domains.tau2_data import default_tasks
 
     return {
         t.id for t in default_tasks(domain)
