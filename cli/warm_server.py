@@ -39,7 +39,14 @@ from passhat.cli.warm_start import (
 )
 from passhat.infra import secrets, settings
 
-IDLE_S = float(os.environ.get("PASSHAT_WARM_IDLE_S", "900"))  # 15 minutes
+def _idle_s() -> float:
+    try:
+        return float(os.environ.get("PASSHAT_WARM_IDLE_S", ""))
+    except ValueError:
+        return 900.0  # 15 minutes
+
+
+IDLE_S = _idle_s()
 CHECK_S = 5.0  # how often, when idle, it checks whether the Temporal server still answers
 # Variables that differ from one shell or invocation to the next and that nothing
 # imported here reads: they do not make the warm process stale. passhat reads its own
@@ -87,6 +94,8 @@ def preload() -> None:
 
 
 def main() -> NoReturn:
+    if len(sys.argv) > 1:  # what a `passhat` command has first on its import path
+        sys.path[0] = sys.argv[1]
     home = settings.home()
     home.mkdir(parents=True, exist_ok=True)
     global _lock
@@ -275,6 +284,7 @@ def _command(fds: list[int], request: dict, from_dotenv: dict[str, str]) -> NoRe
                 os.close(fd)
         sys.stdout.reconfigure(line_buffering=sys.stdout.isatty())
         os.chdir(request["cwd"])
+        sys.path[0] = request.get("path0", sys.path[0])
         env = request["env"]
         os.environ.clear()
         os.environ.update({**{k: v for k, v in from_dotenv.items() if k not in env}, **env})

@@ -65,7 +65,8 @@ def run_warm(argv: list[str]) -> int | None:
         return None
     with conn, _Forwarding() as forwarding:
         try:
-            request = json.dumps({"argv": argv, "env": STARTED_WITH, "cwd": os.getcwd()}).encode()
+            request = json.dumps({"argv": argv, "env": STARTED_WITH, "cwd": os.getcwd(),
+                                  "path0": sys.path[0]}).encode()
             socket.send_fds(conn, [len(request).to_bytes(4, "big") + request], list(STANDARD_FDS))
             reply = _read_reply(conn)
         except OSError:
@@ -148,7 +149,9 @@ def start_warm_process() -> None:
     try:
         logs.mkdir(parents=True, exist_ok=True)
         with open(logs / LOG_NAME, "ab") as log:
-            subprocess.Popen([sys.executable, "-m", "passhat.cli.warm_server"], env=env,
+            # Its first import path is this command's (the `passhat` script's folder),
+            # not the folder it is started in, which `python -m` would put there.
+            subprocess.Popen([sys.executable, "-m", "passhat.cli.warm_server", sys.path[0]], env=env,
                              stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True, close_fds=True)
     except OSError:

@@ -40,7 +40,11 @@ def warm(tmp_path_factory):
     env.update(PASSHAT_HOME=str(home), PASSHAT_TEMPORAL_PORT=str(port), PASSHAT_UI_PORT=str(ui_port),
                PASSHAT_WARM_START="1", LITELLM_LOCAL_MODEL_COST_MAP="True",
                OPENAI_API_KEY=CANARY)  # in the environment the warm process is started from
-    started = passhat("server", "start", env=env, timeout=180)
+    # Started from a folder holding a module: a `passhat` command does not see it there.
+    started_in = home.parent / "started-in"
+    started_in.mkdir()
+    (started_in / "warm_probe_plugin.py").write_text("")
+    started = passhat("server", "start", env=env, timeout=180, cwd=started_in)
     assert started.returncode == 0, started.stderr
     try:
         until_sync(lambda: _serving(home), "the warm process to take commands", 180)
@@ -115,6 +119,20 @@ def _started(env: dict, home: Path, args: list[str], run_id: str) -> subprocess.
 
 def _command_processes(warm_pid: int) -> list[psutil.Process]:
     return [p for p in psutil.Process(warm_pid).children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_command_imports_from_where_a_passhat_process_would(warm, tmp_path):
+    """The warm process was started in a folder with a module in it: `python -m` would
+    put that folder first on its import path, where a `passhat` command has its script's
+    folder. A plugin there is not found, warm or not."""
+    env, home = warm
+    log = tmp_path / "startup.log"
+    result = passhat("run", "--domain", "airline", "--task", "1", "--agent-model", "scripted/oracle",
+                     "--user-model", "scripted/oracle", "--plugin", "warm_probe_plugin", "--run-id", "probe",
+                     env={**env, "PASSHAT_STARTUP_LOG": str(log)}, cwd=tmp_path, timeout=300)
+    assert _marks(log)[:1] == [WARM_MARK]
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "warm_probe_plugin" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("how", ["ctrl-c", "kill"])
