@@ -210,14 +210,15 @@ def server_status() -> None:
     from passhat.infra import settings
     from passhat.infra.temporal_server import EmbeddedServer
 
-    from passhat.cli.warm_start import warm_process_pid
+    from passhat.cli import warm_start
 
     st = EmbeddedServer(settings.home()).status()
     if st.running:
         out_console.print(f"running (pid {st.pid}) at {st.address}\nWeb UI: {st.ui_url}")
-        warm = warm_process_pid()
+        warm = warm_start.warm_process_pid()
         out_console.print(f"warm process: pid {warm}, ready for the next run" if warm else
-                          "warm process: none (the next run starts one; see docs/architecture.md)")
+                          "warm process: none (the next run starts one; see docs/architecture.md)"
+                          if warm_start.enabled() else "warm process: off (PASSHAT_WARM_START=0)")
     else:
         out_console.print("not running; `passhat server start` starts it")
 

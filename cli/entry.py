@@ -1,7 +1,8 @@
 """The `passhat` command's entry point. A command that executes a run goes to the warm
 process when one is ready (passhat.cli.warm_start); every other command, and a run's
 when there is none, runs in this process (passhat.cli.main). Only the standard library
-is imported before that choice: the command line's own modules cost a quarter second."""
+and passhat's settings are imported before that choice: the command line's own modules
+cost a quarter second."""
 
 from __future__ import annotations
 

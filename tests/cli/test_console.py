@@ -247,6 +247,7 @@ def test_port_options_and_busy_port_advice(tmp_path):
         assert f"127.0.0.1:{port}" in started.stdout and f"http://127.0.0.1:{ui_port}" in started.stdout
         status = passhat("server", "status", env=env, timeout=60)
         assert f"at 127.0.0.1:{port}" in status.stdout
+        assert "warm process: off (PASSHAT_WARM_START=0)" in status.stdout  # tests/conftest.py
     finally:
         passhat("server", "stop", env=env, timeout=60)
     with socket.socket() as taken:
