@@ -205,6 +205,9 @@ def test_dynamic_config_is_mounted_where_temporal_reads_it(config):
     assert dynamic, "empty dynamic config"
     for key, values in dynamic.items():
         assert isinstance(values, list) and all({"value", "constraints"} <= set(v) for v in values), key
+    # Model calls start in the worker whose workflow task scheduled them, as on the
+    # embedded server (Temporal's own default is off).
+    assert dynamic["system.enableActivityEagerExecution"] == [{"value": True, "constraints": {}}]
 
 
 def test_workers_are_built_from_the_dockerfile(config):

@@ -9,12 +9,15 @@ import signal
 import socket
 import time
 import urllib.request
+from datetime import timedelta
 
 import pytest
+from temporalio import activity, workflow
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import RemoveSearchAttributesRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from passhat.infra import search_attributes as sa
 from passhat.infra.temporal_server import (
@@ -25,7 +28,7 @@ from passhat.infra.temporal_server import (
     find_temporal_binary,
 )
 
-from tests.fixtures_temporal import free_port, start_local_env
+from tests.fixtures_temporal import free_port, free_ports, start_local_env
 
 
 async def _start_idle_workflow(client: Client, workflow_id: str, run: str = "r1"):
@@ -85,6 +88,64 @@ async def test_running_server_answers(temporal_server: EmbeddedServer):
     # The web UI is served too.
     with urllib.request.urlopen(st.ui_url, timeout=10) as resp:
         assert resp.status == 200
+
+
+@activity.defn
+async def _noop() -> None:
+    return None
+
+
+@workflow.defn(sandboxed=False)
+class _Sequential:
+    @workflow.run
+    async def run(self, calls: int) -> None:
+        for _ in range(calls):
+            await workflow.execute_activity(_noop, start_to_close_timeout=timedelta(seconds=30))
+
+
+class _MeteredServer(EmbeddedServer):
+    """The embedded server's own command, with its /metrics served as well."""
+
+    def __init__(self, *args, metrics_port: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.metrics_port = metrics_port
+
+    def command(self) -> list[str]:
+        return super().command() + ["--metrics-port", str(self.metrics_port)]
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def test_activities_start_eagerly(tmp_path):
+    """An activity a workflow task schedules on the worker's own queue starts in the
+    worker that completed that task, in the same request, rather than through the queue
+    and a poll (the dev server's default): the server's own counters say so."""
+    port, ui_port, metrics_port = free_ports(3)
+    server = _MeteredServer(tmp_path, port=port, ui_port=ui_port, metrics_port=metrics_port)
+    try:
+        await server.start()
+        client = await connect(server.address)
+        async with Worker(client, task_queue="eager", workflows=[_Sequential], activities=[_noop],
+                          workflow_runner=UnsandboxedWorkflowRunner()):
+            await client.execute_workflow(_Sequential.run, 10, id="eager", task_queue="eager",
+                                          execution_timeout=timedelta(seconds=120))
+        # The server publishes its counters about once a second: wait for them.
+        deadline = time.monotonic() + 30
+        while True:
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as resp:
+                eager = _metric(resp.read().decode(), "activity_eager_execution", taskqueue="eager")
+            if eager >= 10 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.2)
+    finally:
+        server.stop()
+    assert eager == 10
 
 
 async def test_register_is_idempotent(temporal_server: EmbeddedServer):
