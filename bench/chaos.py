@@ -53,7 +53,8 @@ from passhat.cli.run_config import build_config
 from passhat.cli.run_options import RunOptions
 from passhat.domains.registry import get_domain
 from passhat.infra.store import Store
-from passhat.infra.temporal_server import EmbeddedServer, connect
+from passhat.infra.temporal_client import connect
+from passhat.infra.temporal_server import EmbeddedServer
 from passhat.testing.fault_server import Fault, FaultServer, RandomFaults
 from passhat.testing.cpu_load import CpuHogs, machine_ticks
 from passhat.testing.harness import (

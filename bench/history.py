@@ -17,7 +17,8 @@ from passhat.workflows.client import follow, start_run
 from passhat.cli.run_config import build_config
 from passhat.cli.run_options import RunOptions
 from passhat.infra.store import Store
-from passhat.infra.temporal_server import EmbeddedServer, connect
+from passhat.infra.temporal_client import connect
+from passhat.infra.temporal_server import EmbeddedServer
 from passhat.workflows.worker import build_worker
 from passhat.testing.harness import free_port
 

@@ -517,7 +517,7 @@ async def histories(address: str, db_url: str, run_id: str, sample: int) -> dict
     """Events and bytes of the histories of `sample` trial workflows spread over the run,
     and of the run workflow itself."""
     from passhat.infra.store import Store
-    from passhat.infra.temporal_server import connect
+    from passhat.infra.temporal_client import connect
 
     client = await connect(address)
     trials = Store(db_url).trials(run_id)

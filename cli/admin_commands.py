@@ -240,7 +240,7 @@ def register_search_attributes() -> None:
 
 async def _register_search_attributes() -> dict:
     from passhat.infra import search_attributes
-    from passhat.infra.temporal_server import connect
+    from passhat.infra.temporal_client import connect
 
     client = await connect()
     await search_attributes.register(client, client.namespace)

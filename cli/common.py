@@ -61,7 +61,8 @@ def _fail_if_known(err: Exception) -> None:
     from passhat.domains.plugins import PluginError
     from passhat.domains.task_file import TaskFileError
     from passhat.infra.store import ConfigMismatchError, StoreError
-    from passhat.infra.temporal_server import TemporalServerError, TemporalUnreachable
+    from passhat.infra.temporal_client import TemporalUnreachable
+    from passhat.infra.temporal_server import TemporalServerError
     from passhat.results.records import ResultsError
     from passhat.workflows.client import BudgetChangeRefused, RunEnded
 

@@ -57,7 +57,7 @@ async def execute(config, *, detach: bool, output: str, resume: bool = False,
     from passhat.workflows.client import start_run
     from passhat.cli.run_config import provider_limit_args
     from passhat.workflows.worker import build_worker
-    from passhat.infra.temporal_server import connect, ui_url
+    from passhat.infra.temporal_client import connect, ui_url
 
     store = open_store()
     client = await connect()
@@ -99,7 +99,7 @@ async def _follow(handle, store, config, output: str):  # noqa: ANN001, ANN202
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
     from passhat.cli.render import not_evaluable_line, progress_fields, progress_with_note, retry_line, workflow_link
-    from passhat.infra.temporal_server import ui_url
+    from passhat.infra.temporal_client import ui_url
     from passhat.workflows.client import follow
 
     ui = ui_url()
@@ -177,7 +177,7 @@ def print_outcome(summary, output: str) -> None:  # noqa: ANN001 - a RunSummary 
     if summary is None:
         return
     from passhat.cli.render import print_summary, workflow_link
-    from passhat.infra.temporal_server import ui_url
+    from passhat.infra.temporal_client import ui_url
 
     print_summary(summary, output, out_console)
     if output == "table" and ui_url():

@@ -72,7 +72,7 @@ def status(
 ) -> None:
     """Show a run's progress and the state of its workflow (never starts the Temporal server)."""
     from passhat.cli.render import retry_line
-    from passhat.infra.temporal_server import TemporalUnreachable
+    from passhat.infra.temporal_client import TemporalUnreachable
 
     check_output(output)
     store = open_store()
@@ -105,7 +105,7 @@ def status(
 
 async def _workflow_status(run_id: str, plugins: list[str]) -> tuple[str, str | None] | None:
     from passhat.workflows.client import workflow_status
-    from passhat.infra.temporal_server import connect
+    from passhat.infra.temporal_client import connect
 
     # Read-only: asks a running server, never starts the embedded one.
     return await workflow_status(await connect(start=False), run_id, plugins)
@@ -188,7 +188,7 @@ def _write_report(store, result, output: str, by: str, out: str | None) -> None:
         from passhat.cli import html_report
         from passhat.cli.html_report import trial_views
         from passhat.infra import settings
-        from passhat.infra.temporal_server import ui_url
+        from passhat.infra.temporal_client import ui_url
 
         # ui_url() only looks for a running embedded server: a report starts nothing.
         ui, namespace, jaeger = ui_url(), settings.temporal_namespace(), settings.jaeger_ui_url()
@@ -219,7 +219,7 @@ def trials(
     """List a run's trials with outcome and reason (and Temporal UI and Jaeger links)."""
     from passhat.cli.render import print_trials, trials_json
     from passhat.infra import settings
-    from passhat.infra.temporal_server import ui_url
+    from passhat.infra.temporal_client import ui_url
 
     check_output(output)
     store = open_store()

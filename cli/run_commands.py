@@ -127,7 +127,7 @@ def cancel(run_id: str = typer.Argument(..., help="Run id.")) -> None:
 
 async def _cancel(store, run_id: str) -> str:  # noqa: ANN001 - a Store
     from passhat.workflows.client import cancel_run
-    from passhat.infra.temporal_server import connect
+    from passhat.infra.temporal_client import connect
 
     # The line before the wait says what is going on while the conversations stop.
     return await cancel_run(await connect(), store, run_id,

@@ -87,7 +87,7 @@ def preload() -> None:
 
     logs.route_loguru()  # tau2's messages at import go to the log file, as in a command
     from passhat.domains.registry import domain_names
-    from passhat.infra import store, temporal_server  # noqa: F401 - imported for the commands
+    from passhat.infra import store, temporal_client  # noqa: F401 - imported for the commands
     from passhat.workflows import client, worker  # noqa: F401 - imported for the commands
 
     worker.preload(domain_names())

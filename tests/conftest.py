@@ -11,7 +11,7 @@ from sqlalchemy.engine import make_url
 from temporalio.service import RPCError
 
 from passhat.infra.store import Store
-from passhat.infra.temporal_server import connect
+from passhat.infra.temporal_client import connect
 from passhat.testing.scripted_http import TEST_KEY_ENV
 
 # Runs name the loopback servers' key by its variable (a run's settings never hold a

@@ -161,7 +161,7 @@ async def serve(*, max_concurrent_activities: int, provider_limits: dict[str, Pr
     """Run one worker process's workers until cancelled. `plugins` are imported first
     (a forked worker has them already); the worker serves the runs that need them."""
     from passhat.domains.plugins import load_plugins
-    from passhat.infra.temporal_server import connect
+    from passhat.infra.temporal_client import connect
 
     load_plugins(plugins or [])
     client = await connect()

@@ -17,7 +17,7 @@ from temporalio.api.enums.v1 import EventType
 from passhat.contracts import TASK_QUEUE, plugin_task_queue
 from passhat.domains import plugins as plugin_loading
 from passhat.infra.store import Store
-from passhat.infra.temporal_server import connect
+from passhat.infra.temporal_client import connect
 from passhat.testing.harness import Passhat, passhat, stopping_workers, until
 from tests.helpers import PLUGIN_MODULES, one_error_line, store_rows
 

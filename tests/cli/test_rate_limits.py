@@ -22,7 +22,7 @@ from collections import defaultdict
 from temporalio.api.enums.v1 import EventType
 
 from passhat.contracts import TASK_QUEUE, provider_task_queue
-from passhat.infra.temporal_server import connect
+from passhat.infra.temporal_client import connect
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import PASSHAT, Passhat
 from passhat.testing.scripted_http import ScriptedResponder, http_args

@@ -15,7 +15,7 @@ from rich.console import Console
 from passhat.cli import report_text
 from passhat.results.report import Report, build_report
 from passhat.infra.store import Store
-from passhat.infra.temporal_server import connect
+from passhat.infra.temporal_client import connect
 from passhat.testing.fault_server import FaultServer
 from passhat.workflows.client import start_run
 from passhat.testing.harness import passhat

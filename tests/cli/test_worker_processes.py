@@ -19,7 +19,7 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
 from passhat.contracts import TASK_QUEUE
-from passhat.infra.temporal_server import connect
+from passhat.infra.temporal_client import connect
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import PASSHAT, Passhat, stopping_workers, until
 from passhat.testing.scripted_http import ScriptedResponder, http_args

@@ -38,7 +38,7 @@ def passhat_procs(fresh_temporal_server, tmp_path):
 @pytest.fixture
 async def client(temporal_server):
     """A client on the session's shared dev server (tests using it pick their own queue)."""
-    from passhat.infra.temporal_server import connect
+    from passhat.infra.temporal_client import connect
 
     return await connect(temporal_server.address)
 

@@ -18,7 +18,7 @@ import pytest
 
 from passhat.domains.registry import get_domain
 from passhat.infra.store import Store
-from passhat.infra.temporal_server import connect
+from passhat.infra.temporal_client import connect
 from passhat.testing.harness import (
     TASKS,
     CallLedger,

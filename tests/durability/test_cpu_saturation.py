@@ -38,7 +38,7 @@ from temporalio.service import RPCError
 
 from passhat.contracts import RetryConfig
 from passhat.infra.store import Store
-from passhat.infra.temporal_server import connect
+from passhat.infra.temporal_client import connect
 from passhat.testing.cpu_load import CpuHogs, machine_ticks
 from passhat.testing.harness import (
     MODEL_CALLS,

@@ -25,7 +25,7 @@ from temporalio.api.enums.v1 import EventType
 
 from passhat.infra.logs import LOG_NAME
 from passhat.infra.store import Store
-from passhat.infra.temporal_server import connect
+from passhat.infra.temporal_client import connect
 from passhat.testing.harness import (
     TASKS,
     CallLedger,

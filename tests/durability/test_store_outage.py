@@ -25,7 +25,7 @@ from collections import Counter
 
 import pytest
 from passhat.infra.store import Store
-from passhat.infra.temporal_server import connect
+from passhat.infra.temporal_client import connect
 from passhat.testing.harness import (
     MODEL_CALLS,
     TASKS,

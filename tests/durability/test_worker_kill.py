@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 
 from passhat.infra.store import Store
-from passhat.infra.temporal_server import connect
+from passhat.infra.temporal_client import connect
 from passhat.testing.harness import (
     TASKS,
     CallLedger,

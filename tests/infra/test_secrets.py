@@ -11,7 +11,7 @@ from pathlib import Path
 
 from passhat.infra import secrets
 from passhat.infra.store import Store
-from passhat.infra.temporal_server import connect
+from passhat.infra.temporal_client import connect
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import passhat
 from tests.otlp_receiver import OtlpReceiver

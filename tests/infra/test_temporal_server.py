@@ -20,13 +20,8 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from passhat.infra import search_attributes as sa
-from passhat.infra.temporal_server import (
-    EmbeddedServer,
-    TemporalServerError,
-    TemporalUnreachable,
-    connect,
-    find_temporal_binary,
-)
+from passhat.infra.temporal_client import connect
+from passhat.infra.temporal_server import EmbeddedServer, TemporalServerError, find_temporal_binary
 
 from tests.fixtures_temporal import free_port, free_ports, start_local_env
 
@@ -251,51 +246,6 @@ async def test_early_exit_reports_log(tmp_path):
         await server.start()
     assert "temporal.log" in str(err.value)
     assert not server.status().running and not server.pid_path.exists()
-
-
-async def test_unreachable_address_fails_fast_and_clearly():
-    address = f"127.0.0.1:{free_port()}"  # nothing listens: connection refused
-    started = time.monotonic()
-    with pytest.raises(TemporalUnreachable) as err:
-        await connect(address)
-    assert time.monotonic() - started < 10
-    assert address in str(err.value)
-    assert "passhat server start" in str(err.value) and "TEMPORAL_ADDRESS" in str(err.value)
-
-
-async def test_silent_port_fails_within_timeout():
-    # Accepts TCP but never speaks gRPC: Client.connect alone would wait forever.
-    with socket.socket() as silent:
-        silent.bind(("127.0.0.1", 0))
-        silent.listen()
-        address = f"127.0.0.1:{silent.getsockname()[1]}"
-        started = time.monotonic()
-        with pytest.raises(TemporalUnreachable, match=address):
-            await connect(address, timeout=2)
-        assert time.monotonic() - started < 5
-
-
-async def test_unknown_namespace(temporal_server: EmbeddedServer):
-    with pytest.raises(TemporalUnreachable, match="no namespace 'nope'"):
-        await connect(temporal_server.address, namespace="nope")
-
-
-async def test_connect_without_address_uses_embedded_server(
-    temporal_server: EmbeddedServer, monkeypatch
-):
-    # No TEMPORAL_ADDRESS: connect() finds (ensure_running) the server of PASSHAT_HOME.
-    monkeypatch.delenv("TEMPORAL_ADDRESS", raising=False)
-    monkeypatch.delenv("TEMPORAL_NAMESPACE", raising=False)
-    monkeypatch.setenv("PASSHAT_HOME", str(temporal_server.home))
-    client = await connect()
-    assert client.service_client.config.target_host == temporal_server.address
-    assert temporal_server.status().pid == json.loads(temporal_server.state_path.read_text())["pid"]
-
-
-async def test_connect_uses_temporal_address(temporal_server: EmbeddedServer, monkeypatch):
-    monkeypatch.setenv("TEMPORAL_ADDRESS", temporal_server.address)
-    client = await connect()
-    assert client.service_client.config.target_host == temporal_server.address
 
 
 async def test_workflow_environment_on_installed_binary():

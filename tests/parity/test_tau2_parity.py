@@ -922,7 +922,7 @@ async def run_both(temporal_server, tmp_path_factory, name: str,  # noqa: ANN001
     """Each group's tasks through tau2's runner and through passhat (on a store named
     `name`); passhat's failure to run is kept in its result, for the report."""
     from passhat.infra.store import Store
-    from passhat.infra.temporal_server import connect
+    from passhat.infra.temporal_client import connect
 
     tau2, ours = RunnerResult(), RunnerResult()
     client = await connect(temporal_server.address)
