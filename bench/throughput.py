@@ -77,6 +77,8 @@ TARGET_RATIO = 5.0  # passhat conversations/hour over tau2's, on the setup issue
 TARGET_CPU_PER_CONV = 0.4  # passhat CPU seconds per conversation
 TARGET_RSS = 1.5e9  # bytes, all passhat processes together
 TARGET_BOUND_FACTOR = 1.3  # large mode: wall <= 1.3 x max(latency bound, CPU / cores)
+TARGET_IN_FLIGHT = 0.95  # conversations in flight / --concurrency, on a latency-bound run
+TARGET_WORK_CONSERVING = 1.15  # wall <= 1.15 x the work-conserving bound, on a latency-bound run
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -670,6 +672,27 @@ def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, lo
               f"CPU {total:.1f} s / {cores} cores = {total / cores:.1f} s) = "
               f"{TARGET_BOUND_FACTOR * bound:.1f} s: wall {p['wall_s']:.1f} s = {p['wall_s'] / bound:.2f}x  "
               f"{'met' if p['wall_s'] <= TARGET_BOUND_FACTOR * bound else 'NOT met'} {label}")
+        if p.get("first_at") is not None and p.get("mean_in_flight") is not None:
+            work_conserving(p, args, total / cores)
+
+
+def work_conserving(p: dict, args: argparse.Namespace, cpu_wall: float) -> None:
+    """The in-flight and work-conserving targets, and whether the run could meet them:
+    they are for a latency-bound run, one whose CPU (all of it, over the cores) takes at
+    most half the time the calls' latency sets. Past that, steps wait for a core between
+    calls whatever the scheduling, and the cores set the pace."""
+    startup = p["first_at"] - p["started_at"]
+    work = p["served"] * args.latency / args.concurrency
+    bound = max(work, (p.get("longest_calls") or 0) * args.latency) + startup
+    share = p["mean_in_flight"] / args.concurrency
+    print(f"  passhat in flight >= {TARGET_IN_FLIGHT:g} of concurrency: {share:.2f}  "
+          f"{'met' if share >= TARGET_IN_FLIGHT else 'NOT met'}")
+    print(f"  passhat wall <= {TARGET_WORK_CONSERVING:g}x the work-conserving bound {bound:.1f} s: "
+          f"{p['wall_s'] / bound:.2f}x  {'met' if p['wall_s'] <= TARGET_WORK_CONSERVING * bound else 'NOT met'}")
+    regime = ("latency-bound" if cpu_wall <= work / 2
+              else "over half, so the cores set the pace: the two targets above need a latency-bound run")
+    print(f"    all CPU / cores {cpu_wall:.1f} s is {cpu_wall / work:.0%} of the calls' "
+          f"{work:.1f} s of latency: {regime}")
 
 
 def in_flight(r: dict, concurrency: int) -> str:
