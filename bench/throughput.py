@@ -606,12 +606,7 @@ def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, lo
         r = results[c]
         if r.get("first_at") is None:
             continue
-        # However long the conversations, no runner does better than keeping
-        # `concurrency` of them in flight all along, and none ends before its longest.
-        startup = r["first_at"] - r["started_at"]
-        work = r["served"] * args.latency / args.concurrency
-        chain = (r.get("longest_calls") or 0) * args.latency
-        bound = max(work, chain) + startup
+        startup, work, chain, bound = work_conserving_bound(r, args)
         print(f"{names[c]}: work-conserving bound = max(calls {r['served']} x {args.latency:g} s / "
               f"{args.concurrency} = {work:.1f} s, longest conversation {chain:.1f} s) + start-up "
               f"{startup:.1f} s = {bound:.1f} s; wall {r['wall_s']:.1f} s = {r['wall_s'] / bound:.2f}x; "
@@ -676,14 +671,23 @@ def report(args, trials: int, results: dict, bounds: dict, hist: dict | None, lo
             work_conserving(p, args, total / cores)
 
 
+def work_conserving_bound(r: dict, args: argparse.Namespace) -> tuple[float, float, float, float]:
+    """(start-up, calls x latency / concurrency, the longest conversation's calls x
+    latency, the bound) of a runner's run. However long the conversations, no runner does
+    better than keeping `concurrency` of them in flight all along, and none ends before
+    its longest."""
+    startup = r["first_at"] - r["started_at"]
+    work = r["served"] * args.latency / args.concurrency
+    chain = (r.get("longest_calls") or 0) * args.latency
+    return startup, work, chain, max(work, chain) + startup
+
+
 def work_conserving(p: dict, args: argparse.Namespace, cpu_wall: float) -> None:
     """The in-flight and work-conserving targets, and whether the run could meet them:
     they are for a latency-bound run, one whose CPU (all of it, over the cores) takes at
     most half the time the calls' latency sets. Past that, steps wait for a core between
     calls whatever the scheduling, and the cores set the pace."""
-    startup = p["first_at"] - p["started_at"]
-    work = p["served"] * args.latency / args.concurrency
-    bound = max(work, (p.get("longest_calls") or 0) * args.latency) + startup
+    _, work, _, bound = work_conserving_bound(p, args)
     share = p["mean_in_flight"] / args.concurrency
     print(f"  passhat in flight >= {TARGET_IN_FLIGHT:g} of concurrency: {share:.2f}  "
           f"{'met' if share >= TARGET_IN_FLIGHT else 'NOT met'}")
