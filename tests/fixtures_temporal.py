@@ -15,6 +15,8 @@ tests/conftest.py imports these so every test module can use them:
             await server.start()          # same database file: history is still there
 
 Both are stopped (SIGTERM, then SIGKILL) at teardown, whatever state the test left.
+`started_server(home, make)` starts one of a subclass (a test that needs other flags),
+drawing its ports as the fixtures do; the test stops it.
 
 `start_local_env()` is for code that wants temporalio's own WorkflowEnvironment: its
 start_local() downloads a server binary by default, which fails offline, so point it at
@@ -34,13 +36,14 @@ from passhat.infra.temporal_server import EmbeddedServer, TemporalServerError, f
 from passhat.testing.harness import free_port, free_ports
 
 
-async def _started(home: Path) -> EmbeddedServer:
+async def started_server(home: Path, make=EmbeddedServer) -> EmbeddedServer:  # noqa: ANN001
+    """A started server of `make(home, port=, ui_port=)` (EmbeddedServer or a subclass)."""
     # Ports free when drawn can be taken before the server binds them (another test's
     # server or connection); that is the machine's race, not the code under test, so draw
     # again rather than fail the test.
     for attempt in range(3):
         port, ui_port = free_ports(2)
-        server = EmbeddedServer(home, port=port, ui_port=ui_port)
+        server = make(home, port=port, ui_port=ui_port)
         try:
             await server.start()
             return server
@@ -53,14 +56,14 @@ async def _started(home: Path) -> EmbeddedServer:
 
 @pytest.fixture(scope="session")
 async def temporal_server(tmp_path_factory) -> AsyncIterator[EmbeddedServer]:
-    server = await _started(tmp_path_factory.mktemp("temporal"))
+    server = await started_server(tmp_path_factory.mktemp("temporal"))
     yield server
     server.stop()
 
 
 @pytest.fixture
 async def fresh_temporal_server(tmp_path) -> AsyncIterator[EmbeddedServer]:
-    server = await _started(tmp_path / "temporal")
+    server = await started_server(tmp_path / "temporal")
     yield server
     server.stop()
 

@@ -23,7 +23,7 @@ from passhat.infra import search_attributes as sa
 from passhat.infra.temporal_client import connect
 from passhat.infra.temporal_server import EmbeddedServer, TemporalServerError, find_temporal_binary
 
-from tests.fixtures_temporal import free_port, free_ports, start_local_env
+from tests.fixtures_temporal import free_port, start_local_env, started_server
 
 
 async def _start_idle_workflow(client: Client, workflow_id: str, run: str = "r1"):
@@ -121,10 +121,11 @@ async def test_activities_start_eagerly(tmp_path):
     """An activity a workflow task schedules on the worker's own queue starts in the
     worker that completed that task, in the same request, rather than through the queue
     and a poll (the dev server's default): the server's own counters say so."""
-    port, ui_port, metrics_port = free_ports(3)
-    server = _MeteredServer(tmp_path, port=port, ui_port=ui_port, metrics_port=metrics_port)
+    metrics_port = free_port()
+    server = await started_server(
+        tmp_path, lambda home, **ports: _MeteredServer(home, metrics_port=metrics_port, **ports)
+    )
     try:
-        await server.start()
         client = await connect(server.address)
         async with Worker(client, task_queue="eager", workflows=[_Sequential], activities=[_noop],
                           workflow_runner=UnsandboxedWorkflowRunner()):
