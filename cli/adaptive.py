@@ -43,12 +43,7 @@ def run_adaptive(config, want, *, workers: int | None, yes: bool, output: str) -
     cap = config.trials - config.trials % want.k
 
     def choose(data: list, spent: float) -> tuple[list[str], str | None]:
-        measured = measure.measure(want, data)
-        if measured.reached:
-            return [], None
-        chosen = measure.open_tasks(want, cap, measured)
-        return chosen, None if chosen else (
-            f"every task has its {cap} trials (--trials)")
+        return measure.next_round(want, cap, data)
 
     rounds, data, stopped = run_rounds(store, config, want.k, choose, workers=workers, yes=yes,
                                        output=output, what="run")

@@ -115,15 +115,7 @@ def _run_rounds(store, base, criteria, reference, cap: int, *, workers, yes: boo
     from passhat.results.gate_outputs import gate_record
 
     def choose(data: list, spent: float) -> tuple[list[str], str | None]:
-        results = [decide.evaluate(c, data, reference, max_trials=cap, interval=False) for c in criteria]
-        open_ = [r for r in results if not r.decided]
-        chosen = decide.open_tasks(criteria, data, cap, open_) if open_ else []
-        if chosen or not open_:
-            return chosen, None
-        if all(r.futile for r in open_):
-            return [], (f"too close to call: at the estimates so far, the rest of the budget ({cap} trials "
-                        f"a task, --max-trials) would decide with less than {decide.FUTILITY:.0%} chance")
-        return [], f"every task has its {cap} trials (--max-trials) or is not expected to move the evidence"
+        return decide.next_round(criteria, data, reference, cap)
 
     rounds, data, stopped = run_rounds(store, base, decide.round_trials(criteria), choose,
                                        workers=workers, yes=yes, output=output, what="gate")

@@ -427,3 +427,18 @@ def open_tasks(criteria: Sequence[Criterion], candidate: Rounds, max_trials: int
     idle = np.array([bool(results) and all(t in r.idle for r in results) for t in ids], bool)
     mask = open_mask(np.array([len(data[t]) for t in ids], int), round_trials(criteria), max_trials, idle)
     return [t for t, chosen in zip(ids, mask) if chosen]
+
+
+def next_round(criteria: Sequence[Criterion], candidate: Rounds, baseline: Mapping[str, Outcomes] | None,
+               max_trials: int) -> tuple[list[str], str | None]:
+    """The tasks the gate's next round runs, from the rounds so far, and, when it runs
+    none while a criterion is still open, why it stopped (for the summary)."""
+    results = [evaluate(c, candidate, baseline, max_trials=max_trials, interval=False) for c in criteria]
+    open_ = [r for r in results if not r.decided]
+    chosen = open_tasks(criteria, candidate, max_trials, open_) if open_ else []
+    if chosen or not open_:
+        return chosen, None
+    if all(r.futile for r in open_):
+        return [], (f"too close to call: at the estimates so far, the rest of the budget ({max_trials} trials "
+                    f"a task, --max-trials) would decide with less than {FUTILITY:.0%} chance")
+    return [], f"every task has its {max_trials} trials (--max-trials) or is not expected to move the evidence"

@@ -112,6 +112,16 @@ def open_tasks(want: Target, max_trials: int, measured: Measurement) -> list[str
     return [t for t, chosen in zip(ids, mask) if chosen]
 
 
+def next_round(want: Target, max_trials: int, rounds: gate.Rounds) -> tuple[list[str], str | None]:
+    """The tasks the next round runs, from the rounds so far; none once the precision is
+    reached, or, with why, once every task has its max_trials."""
+    measured = measure(want, rounds)
+    if measured.reached:
+        return [], None
+    chosen = open_tasks(want, max_trials, measured)
+    return chosen, None if chosen else f"every task has its {max_trials} trials (--trials)"
+
+
 def record(run_id: str, measured: Measurement, *, rounds: list[str], fixed_trials: int,
            cost_usd: float, stopped: str | None) -> dict:
     """The measurement as one JSON-ready dict, the trials it spent against the fixed design
