@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from passhat import metrics
 from passhat.activities.conversation import recorded_result
@@ -11,21 +12,25 @@ from passhat.contracts import (
     AGENT_GREETING,
     RUN_BUDGET_EXHAUSTED,
     RUN_COMPLETED,
+    RUN_RUNNING,
+    TRIAL_NOT_EVALUABLE,
     TRIAL_SCORED,
     Message,
     RunSummary,
     StepResult,
     TaskOutcome,
     TrialOutcome,
+    RunConfig,
     TrialSpec,
     is_success,
     outcome_label,
 )
 from passhat.domains.nl_judge import judge_key, parse_verdicts
 from passhat.domains.registry import get_domain
+from passhat.domains.task_file import TaskFileError, unchanged_task_files
 from passhat.domains.tau2_version import rules_for
 from passhat.infra import tracing
-from passhat.infra.store import Store
+from passhat.infra.store import ConfigMismatchError, Store
 
 
 class ScoreRequest(BaseModel):
@@ -39,6 +44,39 @@ class NotEvaluable(BaseModel):
     error: str
     error_class: str
     termination_reason: str | None = None  # as tau2 would record it, if it would
+
+
+class RoundOutcomesRequest(BaseModel):
+    run_ids: list[str]  # the rounds so far, in order
+    tasks: list[str]  # every task of the measurement, "domain/task"
+
+
+class RoundState(BaseModel):
+    status: str  # the round run's status in the store
+    not_evaluable: int  # its trials left not evaluable
+
+
+def record_run(store: Store, config: RunConfig):  # noqa: ANN201 - the RunRow recorded before, or None
+    """Record a run before its workflow starts, or find it again (a different
+    configuration under its id, or a task file changed since, is refused): what
+    `passhat run` and each round of a gate write first."""
+    task_files = unchanged_task_files(store, config)
+    stored = store.check_config(config)
+    store.create_run(config, config.total_trials())
+    for domain, (digest, tasks) in task_files.items():
+        store.keep_run_tasks(config.run_id, domain, digest, tasks)
+    return stored
+
+
+def trial_outcomes(store: Store, run_ids: list[str]) -> dict[str, list[bool | None]]:
+    """"domain/task" -> its trials' outcomes (True, False, None: not evaluable) in the
+    order they ran: run by run, trial index within a run."""
+    out: dict[str, list[bool | None]] = {}
+    for run_id in run_ids:
+        for row in sorted(store.trials(run_id), key=lambda t: (t.domain, t.task_id, t.trial_index)):
+            scored = row.status == TRIAL_SCORED and row.reward is not None
+            out.setdefault(f"{row.domain}/{row.task_id}", []).append(is_success(row.reward) if scored else None)
+    return out
 
 
 def outcome_of(row) -> TrialOutcome:  # noqa: ANN001 - a TrialRow
@@ -176,3 +214,38 @@ class ResultActivities:
     def close_run_over_budget(self, run_id: str) -> None:
         """The run stopped starting conversations at its budget; resume continues it."""
         self.store.set_run_status(run_id, RUN_BUDGET_EXHAUSTED)
+
+    # ---- rounds (workflows/rounds.py) ----------------------------------------------------
+
+    @activity.defn
+    def round_outcomes(self, req: RoundOutcomesRequest) -> list[dict[str, list[bool | None]]]:
+        """Each round's outcomes; the first lists every task (before any round: none run)."""
+        data = [trial_outcomes(self.store, [run_id]) for run_id in req.run_ids] or [{}]
+        data[0] = {task: [] for task in req.tasks} | data[0]
+        return data
+
+    @activity.defn
+    def runs_cost(self, run_ids: list[str]) -> float:
+        return sum(self.store.run_cost(run_id) for run_id in run_ids)
+
+    @activity.defn
+    def open_round(self, config: RunConfig) -> RoundState:
+        """Record a round's run (or find it again) and mark it running unless it is
+        complete; its state as it was found."""
+        row = self.store.get_run(config.run_id)
+        if row is not None and row.status == RUN_COMPLETED:
+            return self.round_state(config.run_id)
+        try:
+            stored = record_run(self.store, config)
+        except (ConfigMismatchError, TaskFileError) as err:
+            raise ApplicationError(str(err), type="ConfigMismatchError", non_retryable=True) from None
+        if stored is not None:
+            self.store.set_run_status(config.run_id, RUN_RUNNING)
+        return RoundState(status=stored.status if stored is not None else "new",
+                          not_evaluable=len(self.store.trials(config.run_id, status=TRIAL_NOT_EVALUABLE)))
+
+    @activity.defn
+    def round_state(self, run_id: str) -> RoundState:
+        row = self.store.get_run(run_id)
+        return RoundState(status=row.status if row is not None else "new",
+                          not_evaluable=len(self.store.trials(run_id, status=TRIAL_NOT_EVALUABLE)))

@@ -1,8 +1,8 @@
-"""`passhat run --trials K --adaptive`: the run in rounds (passhat.cli.rounds), one block
-of k trials a task each, until its pass^k is known to --precision at --confidence
+"""`passhat run --trials K --adaptive`: the run in rounds (passhat.workflows.rounds), one
+block of k trials a task each, until its pass^k is known to --precision at --confidence
 (passhat.results.precision) or every task has its K trials. Like the gate it is durable:
-the same command again with the same --run-id reads back finished rounds and resumes the
-interrupted one."""
+the same command again with the same --run-id attaches to its rounds, and nothing
+finished runs twice."""
 
 from __future__ import annotations
 
@@ -10,17 +10,15 @@ import json
 
 import typer
 
-from passhat.cli.common import open_store, out_console
+from passhat.cli.common import out_console
 from passhat.cli.run_options import UserInputError
 
 
-def check(config, metric: str | None, precision: float, confidence: float, detach: bool):  # noqa: ANN001, ANN201
+def check(config, metric: str | None, precision: float, confidence: float):  # noqa: ANN001, ANN201
     """The measurement's target, or one line saying what is wrong."""
     from passhat.results import gate
     from passhat.results import precision as measure
 
-    if detach:
-        raise UserInputError("passhat run --adaptive follows its rounds from this process: it cannot --detach")
     if len(config.agent_models) != 1:
         raise UserInputError("passhat run --adaptive measures one --agent-model at a time")
     try:
@@ -33,26 +31,25 @@ def check(config, metric: str | None, precision: float, confidence: float, detac
     return want
 
 
-def run_adaptive(config, want, *, workers: int | None, yes: bool, output: str) -> None:  # noqa: ANN001
+def run_adaptive(config, want, *, workers: int | None, yes: bool, output: str, detach: bool) -> None:  # noqa: ANN001
     """Run the rounds, print the measurement (markdown or -o json); exit 1 when trials
     were left not evaluable or the budget stopped it, as `passhat run` does."""
+    from dataclasses import asdict
+
     from passhat.cli.rounds import run_rounds
     from passhat.results import precision as measure
+    from passhat.workflows.round_choice import Measure
+    from passhat.workflows.rounds import RoundsRequest
 
-    store = open_store()
     cap = config.trials - config.trials % want.k
-
-    def choose(data: list, spent: float) -> tuple[list[str], str | None]:
-        return measure.next_round(want, cap, data)
-
-    rounds, data, stopped = run_rounds(store, config, want.k, choose, workers=workers, yes=yes,
-                                       output=output, what="run")
-    record = measure.record(config.run_id, measure.measure(want, data), rounds=rounds,
-                            fixed_trials=config.trials, cost_usd=sum(store.run_cost(r) for r in rounds),
-                            stopped=stopped)
+    request = RoundsRequest(config=config, measure=Measure(kind="adaptive", max_trials=cap, target=asdict(want)),
+                            fixed_trials=config.trials)
+    record = run_rounds(request, workers=workers, yes=yes, output=output, detach=detach)
+    if record is None:  # detached: `passhat status` follows it
+        return
     if output == "json":
         print(json.dumps(record))
     else:
         out_console.print(measure.markdown(record), markup=False, highlight=False)
-    if record["evaluable"] < record["conversations"] or (stopped or "").startswith("the budget"):
+    if record["evaluable"] < record["conversations"] or (record["stopped"] or "").startswith("the budget"):
         raise typer.Exit(1)

@@ -43,18 +43,22 @@ def execute_here(config, *, workers: int | None = None, **kwargs):  # noqa: ANN0
     except KeyboardInterrupt:
         if kwargs.get("detach"):
             raise
+        how = (f"`passhat resume {config.run_id}`" if kwargs.get("rounds") is None
+               else "the same command again")
         fail(
             f"interrupted: run {config.run_id} is recorded and waits in Temporal, but the "
-            f"worker in this process stopped; `passhat resume {config.run_id}` continues it",
+            f"worker in this process stopped; {how} continues it",
             130,
         )
 
 
 async def execute(config, *, detach: bool, output: str, resume: bool = False,
-                  preview: bool = False, yes: bool = False):  # noqa: ANN001, ANN202
+                  preview: bool = False, yes: bool = False, rounds=None):  # noqa: ANN001, ANN202
     """Start (or attach to, or with `resume` restart) the run's workflow; unless
-    detached, serve it with a worker in this process and follow it to its summary."""
-    from passhat.workflows.client import start_run
+    detached, serve it with a worker in this process and follow it to its summary.
+    With `rounds` (a workflows.rounds.RoundsRequest), the same for a measurement in
+    rounds of `config`'s suite: its record instead of a summary."""
+    from passhat.workflows.client import start_rounds, start_run
     from passhat.cli.run_config import provider_limit_args
     from passhat.workflows.worker import build_worker
     from passhat.infra.temporal_client import connect, ui_url
@@ -68,12 +72,20 @@ async def execute(config, *, detach: bool, output: str, resume: bool = False,
         start_warm_process()
     await _ensure_search_attributes(client)
     if preview:
-        _announce(store, config, yes=yes)
+        # A measurement in rounds says how big its first round is (every task).
+        _announce(store, rounds.round_config(0, rounds.tasks(), 0.0) if rounds else config, yes=yes)
+
+    async def start():  # noqa: ANN202
+        if rounds is not None:
+            return await start_rounds(client, store, rounds)
+        return await start_run(client, store, config, resume=resume)
+
     if detach:
-        await start_run(client, store, config, resume=resume)
+        await start()
         ui = ui_url()
         print(config.run_id)
-        err_console.print(f"run {config.run_id} started; follow it with `passhat status {config.run_id}`"
+        err_console.print(f"{'run' if rounds is None else rounds.measure.kind} {config.run_id} started; "
+                          f"follow it with `passhat status {config.run_id}`"
                           + (f" or in the Temporal UI: {ui}" if ui else ""))
         worker_args = [*(f"--plugin {p}" for p in config.plugins),
                        *provider_limit_args(config.provider_limits)]
@@ -89,8 +101,12 @@ async def execute(config, *, detach: bool, output: str, resume: bool = False,
     async with build_worker(client, store, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
                             provider_limits=config.provider_limits, plugins=config.plugins):
         startup_mark("worker started")
-        handle = await start_run(client, store, config, resume=resume)
+        handle = await start()
         startup_mark("run started")
+        if rounds is not None:
+            from passhat.cli.rounds import follow_rounds
+
+            return await follow_rounds(handle, store, rounds, output)
         return await _follow(handle, store, config, output)
 
 
@@ -135,7 +151,7 @@ def _announce(store, config, *, yes: bool) -> None:  # noqa: ANN001 - a Store, a
     from typer.exceptions import Abort
 
     from passhat.cli.preview import describe, needs_confirmation, run_size
-    from passhat.workflows.client import unchanged_task_files
+    from passhat.domains.task_file import unchanged_task_files
 
     unchanged_task_files(store, config)  # its refusal names the tasks; check_config's would not
     if store.check_config(config) is not None:

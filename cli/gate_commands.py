@@ -1,10 +1,10 @@
 """`passhat gate`: run a suite in rounds until every criterion on pass^k is decided at its
 confidence, or the budget is spent, and exit 0 (PASS), 1 (FAIL) or 3 (INCONCLUSIVE).
 
-The rounds are passhat.cli.rounds's: each a run of its own, `GATE-r0`, `GATE-r1`, ...,
-running the tasks passhat.results.gate.open_tasks picks from the rounds before it, so a
-gate started again with the same --run-id reads back finished rounds, resumes the
-interrupted one and runs nothing twice."""
+The rounds are a workflow's (passhat.workflows.rounds), each a run of its own, `GATE-r0`,
+`GATE-r1`, ..., running the tasks passhat.results.gate.next_round picks from the rounds
+before it; the same command again with the same --run-id attaches to that workflow (or
+reads back its finished rounds), so nothing finished runs twice."""
 
 from __future__ import annotations
 
@@ -17,13 +17,15 @@ import typer
 
 from passhat.cli.common import check_output, one_line_errors, open_store, out_console
 from passhat.cli.preview import CONFIRM_ABOVE
+from passhat.cli.rounds import run_rounds
 from passhat.cli.run_options import RunOptions, UserInputError, given_on_command_line, with_run_options
+from passhat.results.gate_outputs import FIXED_K
 
 DEFAULT_MAX_TRIALS = 8  # per task: never more than the fixed design of k=8 on every task
 
 
 @one_line_errors
-@with_run_options(after={"config": "user_model", "yes": "max_cost", "workers": "model_timeout",
+@with_run_options(after={"config": "user_model", "yes": "max_cost", "workers": "model_timeout", "detach": "model_timeout",
                          "output": "max_concurrent"})
 def gate(
     ctx: typer.Context,
@@ -38,7 +40,8 @@ def gate(
     junit: Optional[str] = typer.Option(None, "--junit", metavar="FILE", help="Write JUnit XML: one test case per task per criterion."),
     summary: Optional[str] = typer.Option(None, "--summary", metavar="FILE", help="Write the markdown summary (it is also appended to $GITHUB_STEP_SUMMARY when that is set)."),
     yes: bool = typer.Option(False, "--yes", "-y", help=f"Start without asking (a round of more than {CONFIRM_ABOVE} conversations asks on a terminal)."),
-    workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Worker processes for each round; default: the machine's cores."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Worker processes serving the rounds; default: the machine's cores."),
+    detach: bool = typer.Option(False, "--detach", help="Start the gate and return; `passhat status RUN` follows it (a `passhat worker` must be running)."),
     output: str = typer.Option("table", "--output", "-o", help="table (the markdown summary) or json (one JSON object with the same content)."),
 ) -> None:
     """Decide whether an agent meets pass^k criteria, spending trials in rounds only
@@ -71,8 +74,10 @@ def gate(
         raise UserInputError("passhat gate decides for one --agent-model at a time")
     base = build_config(options)
     store = open_store()
-    reference = _baseline_outcomes(store, settings["baseline"]) if settings["baseline"] else None
-    record = _run_rounds(store, base, criteria, reference, cap, workers=workers, yes=yes, output=output)
+    request = _request(store, base, criteria, settings["baseline"], cap)
+    record = run_rounds(request, workers=workers, yes=yes, output=output, detach=detach)
+    if record is None:  # detached: `passhat status` follows it
+        return
     _emit(record, output, junit=junit, summary=summary)
     raise typer.Exit(decide.EXIT_CODES[record["verdict"]])
 
@@ -93,8 +98,8 @@ def _criteria(settings: dict[str, Any], decide) -> list:  # noqa: ANN001 - the g
     return criteria
 
 
-def _baseline_outcomes(store, run_id: str) -> dict[str, list]:  # noqa: ANN001
-    """A run's outcomes, or a gate's (all its rounds)."""
+def _baseline_outcomes(store, run_id: str) -> tuple[dict[str, list], set[int]]:  # noqa: ANN001
+    """A run's outcomes, or a gate's (all its rounds), and the seeds its runs sent."""
     from passhat.cli.rounds import outcomes, recorded_rounds
 
     runs = [run_id] if store.get_run(run_id) is not None else recorded_rounds(store, run_id)
@@ -105,25 +110,32 @@ def _baseline_outcomes(store, run_id: str) -> dict[str, list]:  # noqa: ANN001
     if len(models) > 1:
         raise UserInputError(f"--baseline {run_id} has several agent models ({', '.join(sorted(models))}); "
                              "give a run of one")
-    return outcomes(store, runs)
+    return outcomes(store, runs), {store.get_run(r).run_config().seed for r in runs}
 
 
-def _run_rounds(store, base, criteria, reference, cap: int, *, workers, yes: bool, output: str) -> dict:  # noqa: ANN001
-    """Rounds until every criterion is decided, is futile, or the budget is spent; the gate's record."""
-    from passhat.cli.rounds import run_rounds
+def _request(store, base, criteria, baseline: str | None, cap: int):  # noqa: ANN001, ANN202
+    """The gate's rounds: its criteria, the baseline's outcomes, and seeds that never
+    coincide with the baseline's."""
+    from dataclasses import asdict
+
     from passhat.results import gate as decide
-    from passhat.results.gate_outputs import gate_record
+    from passhat.workflows.round_choice import Measure
+    from passhat.workflows.rounds import RoundsRequest
 
-    def choose(data: list, spent: float) -> tuple[list[str], str | None]:
-        return decide.next_round(criteria, data, reference, cap)
+    reference, seeds = _baseline_outcomes(store, baseline) if baseline else (None, set())
+    measure = Measure(kind="gate", max_trials=cap, criteria=[asdict(c) for c in criteria], baseline=reference)
+    return RoundsRequest(config=base, measure=measure, fixed_trials=FIXED_K,
+                         seed_offset=seed_offset(base.seed, seeds, cap // decide.round_trials(criteria)))
 
-    rounds, data, stopped = run_rounds(store, base, decide.round_trials(criteria), choose,
-                                       workers=workers, yes=yes, output=output, what="gate")
-    results = [decide.evaluate(c, data, reference, max_trials=cap) for c in criteria]
-    return gate_record(base.run_id, results, rounds=rounds, stopped=stopped,
-                       tasks=sum(len(ids) for ids in base.task_ids.values()),
-                       conversations=sum(len(v) for v in decide.merged(data).values()),
-                       cost_usd=sum(store.run_cost(r) for r in rounds))
+
+def seed_offset(seed: int, taken: set[int], rounds: int) -> int:
+    """The least shift of the rounds' seeds (round r runs with seed + shift + r) for which
+    none of `rounds` rounds sends a seed in `taken` (the baseline's runs'): a candidate's
+    trials must be new draws, not the baseline's again."""
+    offset = 0
+    while any(seed + offset + r in taken for r in range(rounds)):
+        offset += 1
+    return offset
 
 
 def _emit(record: dict, output: str, *, junit: str | None, summary: str | None) -> None:

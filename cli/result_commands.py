@@ -76,6 +76,11 @@ def status(
 
     check_output(output)
     store = open_store()
+    if store.get_run(run_id) is None:  # a gate or an adaptive run: its rounds are runs
+        from passhat.cli.rounds import print_status
+
+        if print_status(store, run_id, output):
+            return
     row = existing_run(store, run_id)
     p = store.run_progress(run_id)
     source = store.import_source(run_id)

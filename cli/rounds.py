@@ -1,91 +1,142 @@
-"""Runs in rounds, for a measurement that picks each round's tasks from the rounds before
-it (`passhat gate`, `passhat run --adaptive`).
+"""Measurements in rounds from the command line (`passhat gate`, `passhat run --adaptive`):
+start their workflow (workflows/rounds.py) with the workers of this process, follow its
+rounds with a progress bar each, and return its record.
 
-Round r is a run of its own in the results store, `RUN-r0`, `RUN-r1`, ...: it runs the
-tasks the caller's `choose` picks from the rounds recorded before it, each a given number
-of trials, with the seed shifted by r so its trials are new draws. Which tasks a round runs
-follows only from the rounds recorded before it, so the same command started again with
-the same --run-id rebuilds the same rounds: a finished round is read back, an interrupted
-one is resumed (its scored trials kept), and nothing finished runs twice."""
+The rounds themselves are the workflow's: the same command again with the same --run-id
+attaches to it (a killed command loses nothing: its round goes on when a worker serves it
+again), and a finished one returns its record at once."""
 
 from __future__ import annotations
 
-from typing import Callable
+import asyncio
+import contextlib
+import sys
 
 from passhat.cli.common import err_console
 
-# Task ids are "domain/task"; each round's outcomes map them to True, False, or None
-# (not evaluable) in the order the trials ran.
-Outcomes = dict[str, list]
 
-
-def round_id(run_id: str, r: int) -> str:
-    return f"{run_id}-r{r}"
-
-
-def outcomes(store, run_ids: list[str]) -> Outcomes:  # noqa: ANN001 - a Store
+def outcomes(store, run_ids: list[str]) -> dict[str, list]:  # noqa: ANN001 - a Store
     """domain/task -> outcomes in the order they ran: run by run, trial index within a run."""
-    from passhat.contracts import TRIAL_SCORED, is_success
+    from passhat.activities.results import trial_outcomes
 
-    out: Outcomes = {}
-    for run_id in run_ids:
-        for row in sorted(store.trials(run_id), key=lambda t: (t.domain, t.task_id, t.trial_index)):
-            scored = row.status == TRIAL_SCORED and row.reward is not None
-            out.setdefault(f"{row.domain}/{row.task_id}", []).append(is_success(row.reward) if scored else None)
-    return out
+    return trial_outcomes(store, run_ids)
 
 
-def recorded_rounds(store, run_id: str) -> list[str]:  # noqa: ANN001
+def recorded_rounds(store, run_id: str) -> list[str]:  # noqa: ANN001 - a Store
     """The round runs recorded for run_id, in order."""
-    runs: list[str] = []
-    while store.get_run(round_id(run_id, len(runs))) is not None:
-        runs.append(round_id(run_id, len(runs)))
-    return runs
+    from passhat.workflows.client import rounds_of
+
+    return rounds_of(store, run_id)
 
 
-def run_rounds(store, base, size: int, choose: Callable[[list[Outcomes], float], "tuple[list[str], str | None]"],  # noqa: ANN001
-               *, workers: int | None, yes: bool, output: str, what: str) -> tuple[list[str], list[Outcomes], str | None]:
-    """Rounds of `size` trials a task until `choose` (given each round's outcomes so far,
-    every task listed in the first, and the cost spent) picks no task, or the budget
-    (base.max_cost) is spent. The round runs, their outcomes, and why it stopped early
-    (choose's reason or the budget's; None when choose ended it without one)."""
+def run_rounds(request, *, workers: int | None, yes: bool, output: str, detach: bool) -> dict | None:  # noqa: ANN001
+    """Run (or attach to) the measurement's rounds; its record, or None when detached."""
     from passhat.cli.execute import execute_here
-    from passhat.contracts import RUN_BUDGET_EXHAUSTED, RUN_COMPLETED, TRIAL_NOT_EVALUABLE
 
-    keys = [f"{d}/{t}" for d in base.domains for t in base.task_ids[d]]
-    rounds: list[str] = []
-    while True:
-        data = _round_outcomes(store, rounds, keys)
-        spent = sum(store.run_cost(r) for r in rounds)
-        chosen, stopped = choose(data, spent)
-        if not chosen:
-            return rounds, data, stopped
-        if base.max_cost is not None and spent >= base.max_cost:
-            return rounds, data, f"the budget of {base.max_cost:g} USD is spent"
-        run_id = round_id(base.run_id, len(rounds))
-        per_domain = {d: [t for t in base.task_ids[d] if f"{d}/{t}" in chosen] for d in base.domains}
-        config = base.model_copy(update={
-            "run_id": run_id, "trials": size, "seed": base.seed + len(rounds),
-            "domains": [d for d in base.domains if per_domain[d]],
-            "task_ids": {d: ids for d, ids in per_domain.items() if ids},
-            "expected_calls": {d: c for d, c in base.expected_calls.items() if per_domain.get(d)},
-            "max_cost": None if base.max_cost is None else base.max_cost - spent,
-        })
-        row = store.get_run(run_id)
-        if row is None or row.status != RUN_COMPLETED:
-            err_console.print(f"{what} {base.run_id}: round {len(rounds)} ({run_id}): {len(chosen)} task(s) "
-                              f"x {size} trials", highlight=False)
-            execute_here(config, detach=False, output="json" if output == "json" else "table",
-                         workers=workers, resume=row is not None, preview=row is None, yes=yes)
-            if store.trials(run_id, status=TRIAL_NOT_EVALUABLE):  # retried once, then left out
-                execute_here(config, detach=False, output="json", workers=workers, resume=True)
-        rounds.append(run_id)
-        if store.get_run(run_id).status == RUN_BUDGET_EXHAUSTED:
-            return rounds, _round_outcomes(store, rounds, keys), "the budget (--max-cost) ran out during the round"
+    return execute_here(request.config, workers=workers, detach=detach, output=output, yes=yes,
+                        preview=True, rounds=request)
 
 
-def _round_outcomes(store, rounds: list[str], keys: list[str]) -> list[Outcomes]:  # noqa: ANN001
-    """Each round's outcomes, the first round listing every task (none run yet: no trials)."""
-    data = [outcomes(store, [run_id]) for run_id in rounds] or [{}]
-    data[0] = {key: [] for key in keys} | data[0]
-    return data
+async def follow_rounds(handle, store, request, output: str) -> dict:  # noqa: ANN001
+    """Follow the rounds to the measurement's record: a line and a progress bar for each
+    round that runs while it is followed (rounds finished before are not shown again)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from passhat.contracts import RUN_COMPLETED
+    from passhat.workflows.client import RunEnded
+    from temporalio.client import WorkflowFailureError
+
+    what = "gate" if request.measure.kind == "gate" else "run"
+    run_id = request.config.run_id
+    result = asyncio.ensure_future(handle.result())
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=err_console,
+                        disable=output == "json" and not err_console.is_terminal)
+    bars: dict[str, int] = {}
+    finished_before: set[str] = set()
+    first_look = True
+
+    def look() -> None:
+        nonlocal first_look
+        for rid in recorded_rounds(store, run_id):
+            if rid in finished_before:
+                continue
+            row = store.get_run(rid)
+            if rid not in bars:
+                if first_look and row.status == RUN_COMPLETED:
+                    finished_before.add(rid)
+                    continue
+                tasks = sum(len(ids) for ids in row.run_config().task_ids.values())
+                progress.console.print(f"{what} {run_id}: round {rid.rsplit('-r', 1)[1]} ({rid}): {tasks} task(s) "
+                                       f"x {row.run_config().trials} trials", highlight=False, markup=False)
+                bars[rid] = progress.add_task(f"round {rid}", total=row.total_trials)
+            p = store.run_progress(rid)
+            progress.update(bars[rid], completed=p.done, total=p.total)
+        first_look = False
+
+    with progress, contextlib.redirect_stdout(sys.stderr) if output == "json" else contextlib.nullcontext():
+        while not result.done():
+            await asyncio.to_thread(look)
+            await asyncio.wait({result}, timeout=0.5)
+        await asyncio.to_thread(look)
+    try:
+        return result.result()
+    except WorkflowFailureError as err:
+        raise RunEnded(f"{what} {run_id} ended without a verdict ({err.cause or err}); the same command "
+                       "again continues it from the rounds it recorded") from err
+
+
+def print_status(store, run_id: str, output: str) -> bool:  # noqa: ANN001 - a Store
+    """`passhat status` of a gate or an adaptive run: its workflow's state, each round's
+    progress and, once it has ended, its record. False when run_id names no such thing."""
+    import json
+
+    from passhat.cli.common import out_console
+    from passhat.infra.temporal_client import TemporalUnreachable
+
+    try:
+        state = asyncio.run(_workflow_state(run_id))
+    except TemporalUnreachable as err:
+        state = ("unknown", " ".join(str(err).split()), None) if recorded_rounds(store, run_id) else None
+    if state is None:
+        return False
+    workflow, detail, record = state
+    rounds = []
+    for rid in recorded_rounds(store, run_id):
+        p = store.run_progress(rid)
+        rounds.append({"run_id": rid, "status": store.get_run(rid).status, "done": p.done, "total": p.total,
+                       "not_evaluable": p.not_evaluable})
+    if output == "json":
+        print(json.dumps({"run_id": run_id, "workflow": workflow, "workflow_detail": detail,
+                          "rounds": rounds, "record": record}))
+        return True
+    lines = [f"{run_id}: measured in rounds; workflow {workflow}" + (f" ({detail})" if detail else "")]
+    lines += [f"  round {r['run_id']}: {r['status']}, trials done {r['done']}/{r['total']}, "
+              f"not evaluable {r['not_evaluable']}" for r in rounds]
+    if record is not None:
+        verdict = record.get("verdict") or ("precision reached" if record.get("reached") else "precision not reached")
+        lines.append(f"  result: {verdict}, {record['conversations']} conversations in {len(record['rounds'])} "
+                     f"round(s); the same command again prints it in full")
+    out_console.print("\n".join(lines), highlight=False, markup=False)
+    return True
+
+
+async def _workflow_state(run_id: str):  # noqa: ANN202
+    """(state, what to know about it, the record once completed) of the rounds workflow
+    under run_id; None when Temporal has no such workflow."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    from passhat.infra.temporal_client import connect
+    from passhat.workflows.client import workflow_status
+
+    client = await connect(start=False)
+    handle = client.get_workflow_handle(run_id)
+    try:
+        desc = await handle.describe()
+    except Exception:  # noqa: BLE001 - no such workflow
+        return None
+    if desc.workflow_type != "RoundsWorkflow":
+        return None
+    state, detail = await workflow_status(client, run_id) or ("unknown", None)
+    record = await handle.result() if desc.status == WorkflowExecutionStatus.COMPLETED else None
+    return state, detail, record

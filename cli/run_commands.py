@@ -58,13 +58,13 @@ def run(
         from passhat.cli import adaptive as adaptive_run
 
         target = adaptive_run.check(run_config, precision_metric, 0.05 if precision is None else precision,
-                                    0.95 if confidence is None else confidence, detach)
+                                    0.95 if confidence is None else confidence)
     elif (precision, confidence, precision_metric) != (None, None, None):
         raise UserInputError("--precision, --confidence and --precision-metric go with --adaptive")
     if not detach:  # a detached run's keys are in its workers' environment, not here
         check_keys(run_config)
     if target is not None:
-        adaptive_run.run_adaptive(run_config, target, workers=workers, yes=yes, output=output)
+        adaptive_run.run_adaptive(run_config, target, workers=workers, yes=yes, output=output, detach=detach)
         return
     print_outcome(execute_here(run_config, detach=detach, output=output, workers=workers,
                                preview=True, yes=yes), output)
@@ -119,8 +119,11 @@ def resume(
 @one_line_errors
 def cancel(run_id: str = typer.Argument(..., help="Run id.")) -> None:
     """Stop a run cleanly; what it recorded stays, and `passhat resume` can continue it."""
+    from passhat.cli.rounds import recorded_rounds
+
     store = open_store()
-    _refuse_imported(existing_run(store, run_id), "cancel")
+    if store.get_run(run_id) is not None or not recorded_rounds(store, run_id):  # else a gate's rounds
+        _refuse_imported(existing_run(store, run_id), "cancel")
     how = asyncio.run(_cancel(store, run_id))
     out_console.print(f"run {run_id}: {how}")
 

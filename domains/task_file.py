@@ -196,3 +196,30 @@ def _json_type(value: Any) -> str:
         dict: "object", list: "list", str: "string", bool: "boolean",
         int: "number", float: "number", type(None): "null",
     }.get(type(value), type(value).__name__)
+
+
+def unchanged_task_files(store, config) -> dict[str, tuple[str, list[Any]]]:  # noqa: ANN001 - a Store, a RunConfig
+    """The tasks of each task file the run reads, with their digest, as the files hold
+    them now. A run recorded before keeps the tasks it was recorded with: when a file
+    has changed since, attaching to the run (or resuming it) is refused, naming the
+    tasks that differ, before anything is written. Checked before the rest of the
+    configuration, whose task ids an added or removed task changes too."""
+    kept = store.run_tasks(config.run_id)
+    current: dict[str, tuple[str, list[Any]]] = {}
+    for domain in config.domains:
+        path = split_domain_name(domain)[1]
+        if path is None:
+            continue
+        tasks = read_task_list(path)
+        digest = tasks_digest(tasks)
+        row = kept.get(domain)
+        if row is not None and row.digest != digest:
+            differ = differing_tasks(row.tasks(), tasks)
+            shown = ", ".join(differ[:5]) + (f" and {len(differ) - 5} more" if len(differ) > 5 else "")
+            raise TaskFileError(
+                f"task file {path} changed since run {config.run_id} recorded its tasks "
+                f"(tasks that differ: {shown or 'none by id'}); restore the file to go on with "
+                "this run, or give the changed tasks a new --run-id"
+            )
+        current[domain] = (digest, tasks)
+    return current

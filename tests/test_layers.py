@@ -22,9 +22,10 @@ LAYERS = {
     "domains": ("passhat.domains", 1),
     "infra": ("passhat.infra", 1),
     "activities": ("passhat.activities", 2),
+    # Recorded results (report, statistics, export, import): beside the activities (neither
+    # imports the other), below the workflows, whose rounds ask them which tasks run next.
+    "results": ("passhat.results", 2),
     "workflows": ("passhat.workflows", 3),
-    # Recorded results (report, export, import): above what runs trials, below the CLI.
-    "results": ("passhat.results", 4),
     "cli": ("passhat.cli", 5),
     "testing": ("passhat.testing", 6),
 }

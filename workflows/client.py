@@ -53,15 +53,15 @@ async def start_run(
     # Imported here: the workflow modules load the activities and what they use, which
     # the commands that only read a run's status must not wait for.
     from passhat.workflows.run import RunRequest, RunWorkflow
+    from passhat.activities.results import record_run
+    from passhat.domains.task_file import unchanged_task_files
 
-    task_files = unchanged_task_files(store, config)
+    unchanged_task_files(store, config)  # refused before anything is written
     stored = store.check_config(config)
     existed = stored is not None
     if stored is not None:
         await _check_budget_change(client, stored.run_config(), config, resume)
-    store.create_run(config, config.total_trials())
-    for domain, (digest, tasks) in task_files.items():
-        store.keep_run_tasks(config.run_id, domain, digest, tasks)
+    record_run(store, config)
     try:
         handle = await client.start_workflow(
             RunWorkflow.run,
@@ -89,34 +89,37 @@ async def start_run(
     return handle
 
 
-def unchanged_task_files(store, config: RunConfig) -> dict[str, tuple[str, list[Any]]]:  # noqa: ANN001
-    """The tasks of each task file the run reads, with their digest, as the files hold
-    them now. A run recorded before keeps the tasks it was recorded with: when a file
-    has changed since, attaching to the run (or resuming it) is refused, naming the
-    tasks that differ, before anything is written. Checked before the rest of the
-    configuration, whose task ids an added or removed task changes too."""
-    from passhat.domains.task_file import differing_tasks, read_task_list, split_domain_name, tasks_digest
+async def start_rounds(client: Client, store, req, task_queue: str | None = None) -> WorkflowHandle:  # noqa: ANN001 - a Store, a RoundsRequest
+    """Start a measurement in rounds (workflows/rounds.py) under its id, or attach to it:
+    running, or finished (its result is its record). One that failed, was cancelled or
+    terminated starts again and reads back the rounds it recorded. The same id with
+    another measurement, or used by a plain run, is refused."""
     from passhat.infra.store import ConfigMismatchError
+    from passhat.workflows.rounds import RoundsWorkflow
 
-    kept = store.run_tasks(config.run_id)
-    current: dict[str, tuple[str, list[Any]]] = {}
-    for domain in config.domains:
-        path = split_domain_name(domain)[1]
-        if path is None:
-            continue
-        tasks = read_task_list(path)
-        digest = tasks_digest(tasks)
-        row = kept.get(domain)
-        if row is not None and row.digest != digest:
-            differ = differing_tasks(row.tasks(), tasks)
-            shown = ", ".join(differ[:5]) + (f" and {len(differ) - 5} more" if len(differ) > 5 else "")
-            raise ConfigMismatchError(
-                f"task file {path} changed since run {config.run_id} recorded its tasks "
-                f"(tasks that differ: {shown or 'none by id'}); restore the file to go on with "
-                "this run, or give the changed tasks a new --run-id"
-            )
-        current[domain] = (digest, tasks)
-    return current
+    run_id = req.config.run_id
+    if store.get_run(run_id) is not None:
+        raise ConfigMismatchError(f"'{run_id}' is the id of a run, not of a gate or an adaptive run; "
+                                  "give another --run-id")
+    fingerprint = req.fingerprint()
+    try:
+        handle = await client.start_workflow(
+            RoundsWorkflow.run, req, id=run_id, task_queue=task_queue or req.config.task_queue(),
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            memo={"fingerprint": fingerprint},
+            static_summary=f"passhat {req.measure.kind} {run_id}: {', '.join(req.config.agent_models)} "
+                           f"on {', '.join(req.config.domains)}",
+        )
+    except WorkflowAlreadyStartedError:  # finished before: its result is the record
+        handle = client.get_workflow_handle_for(RoundsWorkflow.run, run_id)
+    memo = await (await handle.describe()).memo()
+    if memo.get("fingerprint") != fingerprint:
+        raise ConfigMismatchError(
+            f"{run_id} was started with other settings (criteria, suite, models or seeds); give another "
+            "--run-id, or the same command it was started with"
+        )
+    return handle
 
 
 def describe_budget(max_cost: float | None) -> str:
@@ -252,11 +255,29 @@ async def cancel_run(
             how = "cancelled"
         finally:
             result.cancel()
-    # A terminated trial workflow could not record itself; a cancelled one has.
-    for trial in store.trials(run_id, status=TRIAL_RUNNING):
-        store.mark_cancelled(trial.trial_id)
-    store.set_run_status(run_id, RUN_CANCELLED)
+    # A terminated trial workflow could not record itself; a cancelled one has. A gate's
+    # (or an adaptive run's) runs are its rounds: the one that was running stops with it.
+    if store.get_run(run_id) is not None:
+        for trial in store.trials(run_id, status=TRIAL_RUNNING):
+            store.mark_cancelled(trial.trial_id)
+        store.set_run_status(run_id, RUN_CANCELLED)
+        return how
+    for rid in rounds_of(store, run_id):
+        for trial in store.trials(rid, status=TRIAL_RUNNING):
+            store.mark_cancelled(trial.trial_id)
+        if store.get_run(rid).status == RUN_RUNNING:
+            store.set_run_status(rid, RUN_CANCELLED)
     return how
+
+
+def rounds_of(store, run_id: str) -> list[str]:  # noqa: ANN001 - a Store
+    """The round runs recorded for a measurement in rounds (workflows/rounds.py), in order."""
+    from passhat.workflows.rounds import round_id
+
+    runs: list[str] = []
+    while store.get_run(round_id(run_id, len(runs))) is not None:
+        runs.append(round_id(run_id, len(runs)))
+    return runs
 
 
 # A live worker takes up a workflow task within a moment (on a busy machine, a few
@@ -295,7 +316,8 @@ async def _terminate(client: Client, handle: WorkflowHandle, why: str, store) ->
     says is unfinished is terminated by its id."""
     reason = f"passhat cancel: {why}"
     await handle.terminate(reason=reason)
-    for trial in store.trials(handle.id, status=TRIAL_RUNNING):
+    runs = [handle.id] if store.get_run(handle.id) is not None else rounds_of(store, handle.id)
+    for trial in (t for rid in runs for t in store.trials(rid, status=TRIAL_RUNNING)):
         try:
             await client.get_workflow_handle(trial.trial_id).terminate(reason=reason)
         except RPCError:  # not running (ended, or never started)

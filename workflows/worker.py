@@ -19,11 +19,13 @@ from passhat.activities.conversation import ConversationActivities
 from passhat.activities.results import ResultActivities
 from passhat.contracts import ProviderLimit, plugin_task_queue, provider_task_queue
 from passhat.infra.store import Store
+from passhat.workflows.round_choice import choose_round, measure_record
+from passhat.workflows.rounds import RoundsWorkflow
 from passhat.workflows.run import RunWorkflow
 from passhat.workflows.task import TaskWorkflow
 from passhat.workflows.trial import TrialWorkflow
 
-WORKFLOWS = [RunWorkflow, TaskWorkflow, TrialWorkflow]
+WORKFLOWS = [RunWorkflow, TaskWorkflow, TrialWorkflow, RoundsWorkflow]
 SWITCH_INTERVAL_S = 0.0005
 # The collector's thresholds while a worker runs. The command line raised them for its
 # start-up; a run's garbage (cycles among a model call's objects) must not pile up.
@@ -127,6 +129,12 @@ def build_worker(
             results.close_run,
             results.run_cost,
             results.close_run_over_budget,
+            results.round_outcomes,
+            results.runs_cost,
+            results.open_round,
+            results.round_state,
+            choose_round,
+            measure_record,
         ],
         # Tool execution, scoring and store writes are synchronous: they run in threads.
         activity_executor=ThreadPoolExecutor(max_workers=max_concurrent_activities),

@@ -1,6 +1,6 @@
-"""`passhat run --adaptive` as a user runs it: a real process, the session's Temporal
-server, scripted models. Runs use one worker process; a run killed on purpose is finished
-by the test itself."""
+"""`passhat run --adaptive` as a user runs it: a real process with its default workers
+(one per core), the session's Temporal server, scripted models; a run killed on purpose
+is finished by the test itself."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 from passhat.testing.harness import TASKS, killed_once_running, passhat
 
 SUITE = ["--domain", "airline", *[a for t in TASKS for a in ("--task", t)], "--user-model", "scripted/oracle",
-         "--workers", "1", "--yes", "--trials", "8", "--adaptive"]
+         "--yes", "--trials", "8", "--adaptive"]
 
 
 def test_stops_once_the_precision_is_reached(env):
@@ -46,7 +46,7 @@ def test_usage_errors_are_one_line_exit_2(env):
         (("--precision-metric", "pass^9"), "needs --trials of at least 9"),
         (("--precision-metric", "pass9"), "--precision-metric must read"),
         (("-m", "scripted/noisy-0.5"), "one --agent-model at a time"),
-        (("--detach",), "cannot --detach"),
+        (("--workers", "0"), "--workers must be at least 1"),
     ]:
         result = passhat("run", *SUITE, "-m", "scripted/oracle", *args, env=env, timeout=120)
         assert result.returncode == 2, (args, result.stderr)

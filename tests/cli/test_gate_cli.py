@@ -1,7 +1,7 @@
-"""`passhat gate` as a user runs it: a real process, the session's Temporal server,
-scripted models. Every gate runs with one worker process (no children to leave behind);
-a gate killed on purpose is finished by the test itself, and the autouse fixture in
-tests/conftest.py terminates whatever workflow is left."""
+"""`passhat gate` as a user runs it: a real process with its default workers (one per
+core), the session's Temporal server, scripted models. A gate killed on purpose is
+finished by the test itself, and the autouse fixture in tests/conftest.py terminates
+whatever workflow is left."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -18,7 +19,7 @@ from passhat.testing.harness import TASKS, killed_once_running, passhat
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ["--domain", "airline", *[a for t in TASKS for a in ("--task", t)], "--user-model", "scripted/oracle",
-         "--workers", "1", "--yes"]
+         "--yes"]
 
 
 def gate(env, *args):  # noqa: ANN001, ANN002, ANN201
@@ -55,7 +56,47 @@ def test_exit_codes_and_outputs(env, tmp_path):
     worse = gate(env, "-m", "scripted/noisy-0", "--baseline", "g-pass", "--max-drop", "0.1",
                  "--run-id", "g-regress", "-o", "json")
     assert worse.returncode == 1, worse.stderr
-    assert json.loads(worse.stdout)["criteria"][0]["kind"] == "regression"
+    regress = json.loads(worse.stdout)
+    assert regress["criteria"][0]["kind"] == "regression"
+    # The baseline's rounds sent seeds 300, 301 and 302: the candidate's rounds start past them.
+    assert regress["seed_offset"] == 3
+
+
+def test_seed_offset_keeps_clear_of_the_baselines_seeds():
+    from passhat.cli.gate_commands import seed_offset
+
+    assert seed_offset(300, set(), 8) == 0
+    assert seed_offset(300, {300}, 8) == 1
+    assert seed_offset(300, {305}, 8) == 6
+    assert seed_offset(300, {290, 299}, 8) == 0
+
+
+def test_a_detached_gate_is_followed_by_status(env, tmp_path):
+    """--detach starts the gate's workflow and returns; a `passhat worker` serves its rounds,
+    `passhat status` follows them to the verdict, and the same command prints the record."""
+    args = ["gate", *SUITE, "-m", "scripted/oracle", "--require", "pass^1 >= 0.5", "--run-id", "g-away"]
+    worker = subprocess.Popen([str(Path(sys.executable).parent / "passhat"), "worker"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        started = passhat(*args, "--detach", env=env, timeout=300)
+        assert started.returncode == 0, started.stderr
+        assert started.stdout.strip() == "g-away" and "passhat status g-away" in started.stderr
+        deadline = time.monotonic() + 600
+        while True:
+            status = passhat("status", "g-away", "-o", "json", env=env, timeout=120)
+            assert status.returncode == 0, status.stderr
+            seen = json.loads(status.stdout)
+            if seen["workflow"] == "completed" or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert seen["record"]["verdict"] == "PASS"
+        assert [r["run_id"] for r in seen["rounds"]] == seen["record"]["rounds"]
+        assert "result: PASS" in passhat("status", "g-away", env=env, timeout=120).stdout
+        again = passhat(*args, "-o", "json", env=env, timeout=300)
+        assert again.returncode == 0 and json.loads(again.stdout) == seen["record"]
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
 
 
 def test_usage_errors_are_one_line_exit_2(env):
@@ -125,3 +166,44 @@ def test_example_workflow_parses_lints_and_uses_real_options():
     assert len(runs) == 2 and any("--baseline" in r for r in runs)
     used = {f for r in runs for f in re.findall(r"(?<=\s)--?[a-z][a-z-]*", r)}
     assert used - known == set()
+
+
+async def test_cancel_stops_a_gate_in_its_round(env):
+    """`passhat cancel GATE` from another shell: the round in flight stops spending, its
+    trials are recorded cancelled, and the gate's command says how to go on."""
+    import asyncio
+
+    from passhat.infra.store import Store
+    from passhat.testing.fault_server import FaultServer
+    from passhat.testing.harness import PASSHAT, until
+    from passhat.testing.scripted_http import TEST_KEY_ENV, http_args
+    from tests.cli.test_cancel import EndlessModel
+
+    env = {**env, TEST_KEY_ENV: "loopback-test-key"}
+    model = EndlessModel(latency=1.0)
+    with FaultServer(responder=model) as srv:
+        args = json.dumps(http_args(srv.url))
+        run = subprocess.Popen(
+            [str(PASSHAT), "gate", "--domain", "airline", "--task", "0", "--task", "1", "--max-steps", "40",
+             "--agent-model", "openai/endless", "--user-model", "openai/endless", "--agent-args", args,
+             "--user-args", args, "--require", "pass^1 >= 0.5", "--run-id", "g-stop", "--yes"],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            await until(lambda: srv.received >= 4, "four model calls", timeout=300)
+            cancel = await asyncio.to_thread(passhat, "cancel", "g-stop", env=env, timeout=300)
+            after = srv.received
+            assert cancel.returncode == 0, cancel.stderr
+            assert cancel.stdout.strip().endswith("run g-stop: cancelled"), cancel.stdout
+            _, err = await asyncio.to_thread(run.communicate, timeout=120)
+            assert run.returncode == 3, err
+            assert "the same command again continues it" in err and "Traceback" not in err
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait(30)
+    assert srv.received - after <= 2  # at most a call in flight per conversation
+    store = Store(f"sqlite:///{env['PASSHAT_HOME']}/results.db")
+    assert store.get_run("g-stop-r0").status == "cancelled"
+    assert {t.status for t in store.trials("g-stop-r0")} == {"cancelled"}
+    assert store.get_run("g-stop-r1") is None
+    store.close()

@@ -49,6 +49,7 @@ from passhat.workflows.worker import WORKFLOWS
 HISTORIES = Path(__file__).parent / "histories"
 RUN_ID = "replay-fixture"
 BUDGET_RUN_ID = "replay-budget-fixture"
+ROUNDS_RUN_ID = "replay-rounds-fixture"
 
 
 def replayer(workflows=WORKFLOWS, **kwargs) -> Replayer:  # noqa: ANN001
@@ -150,7 +151,7 @@ async def test_live_histories_replay(client, sqlite_store, model_server, respond
 
 def test_committed_histories_cover_every_workflow():
     histories = committed()
-    assert {workflow_type(h) for h in histories} == {w.__name__ for w in (RunWorkflow, TaskWorkflow, TrialWorkflow)}
+    assert {workflow_type(h) for h in histories} == {w.__name__ for w in WORKFLOWS}
     names = {h.workflow_id for h in histories}
     # Task workflows, as the run started them before the sliding window ...
     assert {"run", "task-oracle", "trial-oracle-retried", "trial-noisy-failure", "trial-not-evaluable",
@@ -158,6 +159,8 @@ def test_committed_histories_cover_every_workflow():
     # ... and the run's window of trial workflows that signal their end.
     assert {"window-run", "window-trial-oracle-retried", "window-trial-noisy-failure",
             "window-trial-not-evaluable", "window-run-budget-exhausted"} <= names
+    # ... and a gate's rounds.
+    assert "rounds-gate" in names
 
 
 async def test_live_budget_stop_history_replays(client, sqlite_store, model_server):
@@ -188,6 +191,32 @@ async def test_live_budget_stop_history_replays(client, sqlite_store, model_serv
     await replayer().replay_workflow(history)
     if os.environ.get("PASSHAT_RECORD_HISTORIES") == "1":
         (HISTORIES / "window-run-budget-exhausted.json").write_text(history.to_json())
+
+
+async def test_live_rounds_history_replays(client, sqlite_store):
+    """A gate's rounds (RoundsWorkflow: its choices, recorded as activities, and its
+    rounds as child runs) replay against the code that ran them."""
+    from dataclasses import asdict
+
+    from passhat.results import gate
+    from passhat.workflows.client import start_rounds
+    from passhat.workflows.round_choice import Measure
+    from passhat.workflows.rounds import RoundsRequest
+
+    cfg = config(run_id=ROUNDS_RUN_ID, task_ids=["0", "1"], trials=1, concurrency=4)
+    req = RoundsRequest(config=cfg, fixed_trials=8, measure=Measure(
+        kind="gate", max_trials=4, criteria=[asdict(gate.absolute(1, 0.5))]))
+    async with worker_for(client, sqlite_store) as queue:
+        handle = await start_rounds(client, sqlite_store, req, task_queue=queue)
+        record = await handle.result()
+    assert record["verdict"] == "PASS" and len(record["rounds"]) >= 2
+    history = await handle.fetch_history()
+    scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name
+                 for e in history.events if e.HasField("activity_task_scheduled_event_attributes")]
+    assert scheduled.count("choose_round") == len(record["rounds"]) + 1 and scheduled[-1] == "measure_record"
+    await replayer().replay_workflow(history)
+    if os.environ.get("PASSHAT_RECORD_HISTORIES") == "1":
+        (HISTORIES / "rounds-gate.json").write_text(history.to_json())
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in HISTORIES.glob("*.json")))
