@@ -79,6 +79,15 @@ def trial_outcomes(store: Store, run_ids: list[str]) -> dict[str, list[bool | No
     return out
 
 
+def diagnose_trial(domain: str, task_id: str, steps: list, reward_info: dict, termination_reason: str | None):  # noqa: ANN201 - dict | None
+    """A failed trial's diagnosis, for domains that diagnose (tau2's and plugins built on them)."""
+    diagnose = getattr(get_domain(domain), "diagnose", None)
+    if diagnose is None:
+        return None
+    recorded = [(s.step, s.message_list()) for s in steps]
+    return diagnose(task_id, recorded, reward_info, termination_reason)
+
+
 def outcome_of(row) -> TrialOutcome:  # noqa: ANN001 - a TrialRow
     return TrialOutcome(
         trial_id=row.trial_id,
@@ -139,14 +148,19 @@ class ResultActivities:
                 "passhat.termination_reason": req.termination_reason,
                 **{f"passhat.reward.{k}": v for k, v in score.breakdown.items()},
             })
+        reward_info = {"breakdown": score.breakdown, **score.info}
+        diagnosis = None
+        if not is_success(score.reward):
+            diagnosis = diagnose_trial(spec.domain, spec.task_id, steps, reward_info, req.termination_reason)
         self.store.finish_trial(
             spec.trial_id,
             reward=score.reward,
             success=is_success(score.reward),
-            reward_info={"breakdown": score.breakdown, **score.info},
+            reward_info=reward_info,
             termination_reason=req.termination_reason,
             n_steps=req.n_steps,
             model_failure=failure,
+            diagnosis=diagnosis,
         )
         return self._closed(spec)
 

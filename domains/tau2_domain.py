@@ -430,6 +430,22 @@ class Tau2Domain:
             )
         return state
 
+    def diagnose(
+        self, task_id: str, steps: list[tuple[int, list[Message]]], reward_info: dict[str, Any],
+        termination_reason: str | None,
+    ) -> dict[str, Any]:
+        """The failed trial's diagnosis against the task's gold path (domains/diagnosis.py)."""
+        from passhat.domains.diagnosis import diagnose
+
+        criteria = self._tau2_task(task_id).evaluation_criteria
+        gold = [
+            {"name": a.name, "arguments": dict(a.arguments), "compare_args": a.compare_args}
+            for a in (criteria.actions or [] if criteria else [])
+            if getattr(a, "requestor", "assistant") == "assistant"
+        ]
+        info = list(criteria.communicate_info or []) if criteria else []
+        return diagnose(gold, info, self.tool_kinds(), steps, reward_info, termination_reason)
+
     # -- helpers -----------------------------------------------------------------------
 
     def _task_set(self) -> dict[str, Any]:

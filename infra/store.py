@@ -403,9 +403,10 @@ class Store:
         n_steps: int,
         *,
         model_failure: tuple[str, str, str] | None = None,
+        diagnosis: dict[str, Any] | None = None,
     ) -> TrialRow:
         """Score a trial. `model_failure` is (class, side, message) when the model's
-        own output ended the conversation."""
+        own output ended the conversation; `diagnosis`, a failed trial's diagnosis."""
         error_class, error_side, error = model_failure or (None, None, None)
         return self._finish(
             trial_id,
@@ -419,8 +420,14 @@ class Store:
                 "error": error,
                 "error_class": error_class,
                 "error_side": error_side,
+                "diagnosis_json": None if diagnosis is None else json.dumps(diagnosis, default=str),
             },
         )
+
+    def trial_diagnosis(self, run_id: str, trial_id: str) -> dict[str, Any] | None:
+        """The stored diagnosis of a failed scored trial (None if it has none)."""
+        row = self.get_trial(trial_id)
+        return row.diagnosis() if row is not None and row.run_id == run_id else None
 
     def mark_not_evaluable(
         self, trial_id: str, error: str, error_class: str, termination_reason: str | None = None

@@ -94,9 +94,15 @@ class TrialRow(SQLModel, table=True):
     retry_error: str | None = None
     retry_attempt: int | None = None
     retried_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
+    # A scored trial below reward 1: its diagnosis against the gold path (JSON with a
+    # "version"; domains/diagnosis.py). Null on passing trials and older databases.
+    diagnosis_json: str | None = Field(default=None, sa_type=Text)
 
     def reward_info(self) -> dict[str, Any]:
         return json.loads(self.reward_info_json)
+
+    def diagnosis(self) -> dict[str, Any] | None:
+        return json.loads(self.diagnosis_json) if self.diagnosis_json else None
 
 
 class StepRow(SQLModel, table=True):

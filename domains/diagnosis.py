@@ -1,0 +1,133 @@
+"""The exact diagnosis of a failed trial against its task's gold path (issue 33):
+pure computation over the recorded steps, the gold actions and the scored reward info.
+No LLM, no environment: the DB diff is not part of this version (see docs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from passhat.contracts import Message
+
+DIAGNOSIS_VERSION = 1
+
+# What ended the trial, in words, from tau2's termination reasons.
+ENDED_BY = {
+    "user_stop": "user stopped",
+    "agent_stop": "agent stopped",
+    "max_steps": "hit max_steps",
+    "too_many_errors": "too many tool errors",
+    "agent_error": "agent errored",
+    "user_error": "user simulator errored",
+}
+
+
+def _calls(steps: list[tuple[int, list[Message]]]) -> list[tuple[int, str, dict[str, Any]]]:
+    """Every call the agent made, with the step it was made at."""
+    return [
+        (step_no, call.name, dict(call.arguments))
+        for step_no, messages in steps
+        for m in messages
+        if m.role == "assistant"
+        for call in (m.tool_calls or [])
+        if call.requestor == "assistant"
+    ]
+
+
+def _differing(gold: dict[str, Any], actual: dict[str, Any], compare: list[str] | None) -> dict[str, Any]:
+    keys = compare if compare is not None else sorted(set(gold) | set(actual))
+    return {k: {"gold": gold.get(k), "actual": actual.get(k)} for k in keys if gold.get(k) != actual.get(k)}
+
+
+def _closing_step(steps: list[tuple[int, list[Message]]]) -> int | None:
+    """The step of the agent's last text message."""
+    last = None
+    for step_no, messages in steps:
+        if any(m.role == "assistant" and m.has_text() for m in messages):
+            last = step_no
+    return last
+
+
+def diagnose(
+    gold_actions: list[dict[str, Any]],
+    communicate_info: list[str],
+    tool_kinds: dict[str, str],
+    steps: list[tuple[int, list[Message]]],
+    reward_info: dict[str, Any],
+    termination_reason: str | None,
+) -> dict[str, Any]:
+    """`gold_actions`: [{"name", "arguments", "compare_args"}] of the agent's gold actions
+    in order; `steps`: [(step number as `passhat show` numbers it, messages)]."""
+    calls = _calls(steps)
+    used: set[int] = set()
+    actions = []
+    first: dict[str, Any] | None = None
+    cursor = 0  # calls before it are accounted for by earlier gold actions
+    for gold in gold_actions:
+        compare = gold.get("compare_args")
+        match = next(
+            (i for i, (_, name, args) in enumerate(calls) if i not in used and name == gold["name"]
+             and not _differing(gold["arguments"], args, compare)),
+            None,
+        )
+        if match is not None:
+            used.add(match)
+            actions.append({"action": gold["name"], "matched": True, "step": calls[match][0]})
+            cursor = max(cursor, match + 1)
+            continue
+        same_tool = [i for i, c in enumerate(calls) if i not in used and c[1] == gold["name"]]
+        if same_tool:
+            i = min(same_tool, key=lambda i: len(_differing(gold["arguments"], calls[i][2], compare)))
+            diff = _differing(gold["arguments"], calls[i][2], compare)
+            actions.append({"action": gold["name"], "matched": False, "closest_step": calls[i][0],
+                            "differing_arguments": diff})
+            used.add(i)
+            cursor = max(cursor, i + 1)
+            kind, step, tool = "wrong_argument", calls[i][0], gold["name"]
+        else:
+            actions.append({"action": gold["name"], "matched": False, "never_called": True})
+            due = next((i for i in range(cursor, len(calls)) if i not in used
+                        and tool_kinds.get(calls[i][1]) == "write"), None)
+            if due is not None and calls[due][1] not in {g["name"] for g in gold_actions}:
+                used.add(due)
+                kind, step, tool = "wrong_tool", calls[due][0], calls[due][1]
+            else:
+                nxt = next((calls[i][0] for i in range(cursor, len(calls)) if i not in used), None)
+                kind, step, tool = "skipped_write", nxt if nxt is not None else _closing_step(steps), gold["name"]
+        if first is None and tool_kinds.get(gold["name"]) == "write":
+            first = {"kind": kind, "step": step, "tool": tool}
+    unexplained = [
+        {"step": s, "tool": name, "arguments": args}
+        for i, (s, name, args) in enumerate(calls)
+        if i not in used and tool_kinds.get(name) == "write"
+    ]
+    if unexplained and (first is None or unexplained[0]["step"] < (first["step"] or 0)):
+        first = {"kind": "extra_write", "step": unexplained[0]["step"], "tool": unexplained[0]["tool"]}
+    said = " ".join(
+        (m.content or "").lower() for _, messages in steps for m in messages if m.role == "assistant"
+    ).replace(",", "")
+    unsaid = [info for info in communicate_info if info.lower().replace(",", "") not in said]
+    if first is None and unsaid:
+        first = {"kind": "missing_info", "step": _closing_step(steps), "tool": None}
+    breakdown = reward_info.get("breakdown", {})
+    failed_parts = sorted(k for k, v in breakdown.items() if v is not None and v < 1)
+    nl = [c for c in reward_info.get("nl_checks", []) or [] if not c.get("met", True)]
+    return {
+        "version": DIAGNOSIS_VERSION,
+        "failed_parts": failed_parts,
+        "actions": actions,
+        "unexplained_writes": unexplained,
+        "communicate_missing": unsaid,
+        "nl_failed": nl,
+        "first_off_path": first,
+        "ended_by": {"termination_reason": termination_reason,
+                     "how": ENDED_BY.get(termination_reason or "", termination_reason)},
+    }
+
+
+def one_line(diagnosis: dict[str, Any] | None) -> str:
+    """The diagnosis in one line, for `passhat trials --failed` and reports."""
+    if not diagnosis:
+        return ""
+    first = diagnosis.get("first_off_path")
+    where = f"{first['kind']} at step {first['step']} ({first['tool']})" if first else "on the gold path"
+    return f"{where}; {diagnosis['ended_by']['how']}"
