@@ -1,0 +1,39 @@
+"""The diagnosis of failed trials, checked against the mistakes scripted/faulty-P injects
+on a real run (Temporal, store, scoring activity)."""
+
+from __future__ import annotations
+
+import pytest
+from passhat.infra.temporal_client import connect
+
+from passhat.domains.registry import get_domain
+from passhat.infra import scripted_faults
+from tests.runs import config, run_to_end
+
+SEEN_KINDS = {"wrong_argument", "skipped_write", "extra_write", "wrong_tool", "missing_info"}
+
+
+async def test_diagnosis_names_the_injected_mistake_and_its_step(temporal_server, sqlite_store):
+    client = await connect(temporal_server.address)
+    cfg = config(limit=20, agent_models=["scripted/faulty-1.0"])
+    await run_to_end(client, sqlite_store, cfg)
+    domain = get_domain("airline")
+    facts = scripted_faults.facts_of(domain)
+    checked = 0
+    for row in sqlite_store.trials(cfg.run_id):
+        diagnosis = sqlite_store.trial_diagnosis(cfg.run_id, row.trial_id)
+        if row.success:
+            assert diagnosis is None
+            continue
+        assert diagnosis is not None and diagnosis["version"] == 1
+        task = domain.task(row.task_id)
+        fault = scripted_faults.planned_fault("airline", task, facts, row.seed, 1.0)
+        if fault is None or fault.kind not in SEEN_KINDS:
+            continue
+        steps = [(s.step, s.message_list()) for s in sqlite_store.steps(row.trial_id)]
+        expected = {"kind": fault.kind, "step": scripted_faults.fault_step(fault, task, steps)}
+        first = diagnosis["first_off_path"]
+        assert first is not None, (row.task_id, fault)
+        assert {"kind": first["kind"], "step": first["step"]} == expected, (row.task_id, fault, diagnosis)
+        checked += 1
+    assert checked >= 3
