@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from passhat.contracts import TRIAL_NOT_EVALUABLE, RunSummary, outcome_label
+from passhat.domains.diagnosis import one_line
 from passhat.results.jsonl import jsonl_line
 
 
@@ -88,11 +89,38 @@ def error_words(error_class: str | None, error: str | None) -> str:
     return f"{name}: {text}"
 
 
+def print_diagnosis(diagnosis, console: Console) -> None:  # noqa: ANN001 - dict | None
+    """A failed trial's diagnosis, above its transcript (docs/failures.md)."""
+    if not diagnosis:
+        return
+    console.print(f"[bold]diagnosis[/]: {escape(one_line(diagnosis))}", highlight=False)
+    for action in diagnosis["actions"]:
+        if action["matched"]:
+            continue
+        if action.get("never_called"):
+            console.print(f"  action {action['action']}: never called", highlight=False, markup=False)
+        else:
+            diff = ", ".join(f"{k}: gold {v['gold']!r} vs {v['actual']!r}"
+                             for k, v in action["differing_arguments"].items())
+            console.print(f"  action {action['action']}: closest call at step {action['closest_step']}, {diff}",
+                          highlight=False, markup=False)
+    for write in diagnosis["unexplained_writes"]:
+        console.print(f"  write no gold action explains: {write['tool']} at step {write['step']}",
+                      highlight=False, markup=False)
+    for info in diagnosis["communicate_missing"]:
+        console.print(f"  never told the user: {info!r}", highlight=False, markup=False)
+    for check in diagnosis["nl_failed"]:
+        console.print(f"  NL assertion failed: {check}", highlight=False, markup=False)
+
+
 def trial_rows(rows, ui: str | None, namespace: str, jaeger: str) -> list[tuple[str, ...]]:  # noqa: ANN001
     out = []
     for row in rows:
         reason = (error_words(row.error_class, row.error) if row.error
                   else " ".join((row.termination_reason or "").split()))
+        diagnosis = one_line(row.diagnosis()) if row.diagnosis_json else ""
+        if diagnosis:  # why it failed, against the gold path (docs/failures.md)
+            reason = f"{reason}: {diagnosis}" if reason else diagnosis
         temporal, jaeger_link = trial_links(row, ui, namespace, jaeger)
         out.append((
             row.trial_id, outcome_label(row.status, row.reward), _reward(row), reason[:300],
@@ -151,6 +179,7 @@ def trials_json(run_id: str, rows, ui: str | None, namespace: str, jaeger: str) 
         temporal, jaeger_link = trial_links(row, ui, namespace, jaeger)
         trials.append({**line, "outcome": outcome_label(row.status, row.reward),
                        "attempts": row.attempts, "n_steps": row.n_steps,
+                       "diagnosis": row.diagnosis(),
                        "temporal_ui": None if temporal == "-" else temporal,
                        "jaeger": None if jaeger_link == "-" else jaeger_link})
     return json.dumps({"run_id": run_id, "trials": trials})
@@ -242,6 +271,7 @@ def transcript(trial, steps, console: Console, judge=None) -> None:  # noqa: ANN
     if trial.error:
         what = "not evaluable" if trial.status == TRIAL_NOT_EVALUABLE else f"{trial.error_side or 'model'} failure"
         console.print(f"[red]{what}: {escape(error_words(trial.error_class, trial.error))}[/]", highlight=False)
+    print_diagnosis(trial.diagnosis(), console)
     names = {"assistant": "agent", "user": "user", "tool": "tool"}
     for step in steps:
         for m in step.message_list():

@@ -271,7 +271,7 @@ def show(
 
         print(json.dumps({**jsonl_line(trial.run_id, trial, steps),
                           "attempts": trial.attempts, "n_steps": trial.n_steps,
-                          "judge": judge_json(judge)}))
+                          "judge": judge_json(judge), "diagnosis": trial.diagnosis()}))
         return
     transcript(trial, steps, out_console, judge=judge)
 
