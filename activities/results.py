@@ -151,7 +151,9 @@ class ResultActivities:
         reward_info = {"breakdown": score.breakdown, **score.info}
         diagnosis = None
         if not is_success(score.reward):
-            diagnosis = diagnose_trial(spec.domain, spec.task_id, steps, reward_info, req.termination_reason)
+            # The judge's verdicts (with its reasons) as recorded, for the NL part.
+            diagnosed = {**reward_info, "nl_checks": verdicts} if verdicts else reward_info
+            diagnosis = diagnose_trial(spec.domain, spec.task_id, steps, diagnosed, req.termination_reason)
         self.store.finish_trial(
             spec.trial_id,
             reward=score.reward,

@@ -102,15 +102,16 @@ def diagnose(
     ]
     if unexplained and (first is None or unexplained[0]["step"] < (first["step"] or 0)):
         first = {"kind": "extra_write", "step": unexplained[0]["step"], "tool": unexplained[0]["tool"]}
-    said = " ".join(
-        (m.content or "").lower() for _, messages in steps for m in messages if m.role == "assistant"
-    ).replace(",", "")
-    unsaid = [info for info in communicate_info if info.lower().replace(",", "") not in said]
+    # tau2's check: the info, lower-cased, inside one agent message lower-cased without commas.
+    said = [(m.content or "").lower().replace(",", "")
+            for _, messages in steps for m in messages if m.role == "assistant" and m.content]
+    unsaid = [info for info in communicate_info if not any(info.lower() in text for text in said)]
     if first is None and unsaid:
         first = {"kind": "missing_info", "step": _closing_step(steps), "tool": None}
     breakdown = reward_info.get("breakdown", {})
     failed_parts = sorted(k for k, v in breakdown.items() if v is not None and v < 1)
-    nl = [c for c in reward_info.get("nl_checks", []) or [] if not c.get("met", True)]
+    checks = reward_info.get("nl_checks") or reward_info.get("nl_assertions") or []
+    nl = [c for c in checks if isinstance(c, dict) and not c.get("met", True)]
     return {
         "version": DIAGNOSIS_VERSION,
         "failed_parts": failed_parts,
