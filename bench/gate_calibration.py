@@ -65,9 +65,8 @@ class Suite:
         self.trials[live] += ran * size
         self.wins[live] += outcomes.sum(axis=2)
         evidence = self.evidence.rows(live)
-        plan = evidence.plan()
         for block in outcomes.reshape(*ran.shape, size // self.k, self.k).transpose(2, 0, 1, 3):
-            evidence.add(block.all(axis=2), ran, plan)
+            evidence.add(block.all(axis=2), ran, evidence.plan())  # as replay: planned before the block
         self._put(live, evidence)
 
     def _put(self, live: np.ndarray, part: Evidence) -> None:
@@ -100,9 +99,9 @@ def adaptive(rng, ps, criterion, baseline, gates, max_trials):  # noqa: ANN001, 
     verdict = np.zeros(gates, int)
     live = np.arange(gates)
     while len(live):
-        passed, failed, idle, _ = gate.decide(criterion, suite.evidence.rows(live), max_trials // criterion.k)
+        passed, failed, idle, futile = gate.decide(criterion, suite.evidence.rows(live), max_trials // criterion.k)
         verdict[live[passed]], verdict[live[failed]] = 1, 2
-        chosen = gate.open_mask(suite.trials[live], size, max_trials, idle)
+        chosen = gate.open_mask(suite.trials[live], size, max_trials, idle, passed | failed | futile)
         running = chosen.any(axis=1)
         live, chosen = live[running], chosen[running]
         suite.run(rng, live, chosen, size)

@@ -106,9 +106,8 @@ def open_tasks(want: Target, max_trials: int, measured: Measurement) -> list[str
     precision goes on while it has trials to spend)."""
     ids = sorted(measured.tasks)
     trials = np.array([measured.tasks[t] for t in ids], int)
-    mask = gate.open_mask(trials, want.k, max_trials, np.array([t in measured.idle for t in ids], bool))
-    if not mask.any() and not measured.reached:
-        mask = gate.open_mask(trials, want.k, max_trials, np.zeros(len(ids), bool))
+    idle = np.array([t in measured.idle for t in ids], bool)
+    mask = gate.open_mask(trials[None], want.k, max_trials, idle[None], np.array([measured.reached]))[0]
     return [t for t, chosen in zip(ids, mask) if chosen]
 
 
