@@ -93,8 +93,9 @@ def _criteria(settings: dict[str, Any], decide) -> list:  # noqa: ANN001 - the g
     return criteria
 
 
-def _baseline_outcomes(store, run_id: str) -> dict[str, list]:  # noqa: ANN001
-    """A run's outcomes, or a gate's (all its rounds)."""
+def _baseline_outcomes(store, run_id: str) -> "dict[str, list] | list[dict[str, list]]":  # noqa: ANN001
+    """A run's outcomes; or a gate's, one mapping per round in the order they ran, so its
+    blocks are bet in the order the gate chose them (passhat.results.gate.baseline_blocks)."""
     from passhat.cli.rounds import outcomes, recorded_rounds
 
     runs = [run_id] if store.get_run(run_id) is not None else recorded_rounds(store, run_id)
@@ -105,7 +106,7 @@ def _baseline_outcomes(store, run_id: str) -> dict[str, list]:  # noqa: ANN001
     if len(models) > 1:
         raise UserInputError(f"--baseline {run_id} has several agent models ({', '.join(sorted(models))}); "
                              "give a run of one")
-    return outcomes(store, runs)
+    return outcomes(store, runs) if runs == [run_id] else [outcomes(store, [r]) for r in runs]
 
 
 def _run_rounds(store, base, criteria, reference, cap: int, *, workers, yes: bool, output: str) -> dict:  # noqa: ANN001

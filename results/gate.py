@@ -176,7 +176,7 @@ def merged(data: Rounds) -> dict[str, list]:
 
 
 def replay(k: int, bar: float, rounds: Rounds, tasks: Sequence[str],
-           baseline: Mapping[str, Outcomes] | None = None,
+           baseline: Rounds | None = None,
            aim: "Callable[[Evidence], tuple[np.ndarray, np.ndarray]] | None" = None) -> Evidence:
     """The evidence about "mean pass^k >= bar" on one gate, rebuilt as the gate saw it. The
     trials are taken in order of (round, index in the round): a fixed order, so each block
@@ -185,12 +185,7 @@ def replay(k: int, bar: float, rounds: Rounds, tasks: Sequence[str],
     replay exactly as they ran; a round of several blocks a task (or one look at a whole
     fixed run) is bet block by block, as a sequence of rounds."""
     rounds, n = _as_rounds(rounds), len(tasks)
-    base = None
-    if baseline is not None:
-        cut = [blocks(list(baseline.get(t, [])), k) for t in tasks]
-        width = range(max(map(len, cut), default=0))
-        base = (np.array([[[c[b] if b < len(c) else 0 for b in width] for c in cut]]),
-                np.array([[[b < len(c) for b in width] for c in cut]]))
+    base = None if baseline is None else baseline_blocks(baseline, tasks, k)
     evidence = Evidence(1, n, bar, base)
     starting: dict[tuple[int, int], list] = {}
     ending: dict[tuple[int, int], list] = {}
@@ -209,6 +204,24 @@ def replay(k: int, bar: float, rounds: Rounds, tasks: Sequence[str],
                 plan[:, 0, i] = plans[start][:, 0, i]
             evidence.add(success, ran, plan)
     return evidence
+
+def baseline_blocks(baseline: Rounds, tasks: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """A baseline's blocks as the virtual rounds its evidence is fed in: (outcomes, present),
+    each (1, tasks, virtual rounds). A fixed run (one round) gives one virtual round per
+    block index. An earlier gate (its rounds, in order) gives its rounds in the order they
+    ran, each cut into its blocks: the gate chose each round's tasks from the rounds
+    before it, so its blocks are bet in the order those choices were made, and each
+    round's bets look only at the rounds before (fed in block-index order instead, a
+    block chosen late would be bet before blocks whose outcomes chose it)."""
+    columns: list[tuple[list[int], list[bool]]] = []
+    for round_ in _as_rounds(baseline):
+        cut = [blocks(list(round_.get(t, [])), k) for t in tasks]
+        for b in range(max(map(len, cut), default=0)):
+            columns.append(([c[b] if b < len(c) else 0 for c in cut], [b < len(c) for c in cut]))
+    shape = (1, len(tasks), len(columns))
+    outcomes = np.array([c[0] for c in columns], int).T.reshape(shape) if columns else np.zeros(shape, int)
+    present = np.array([c[1] for c in columns], bool).T.reshape(shape) if columns else np.zeros(shape, bool)
+    return outcomes, present
 
 # ---- verdicts -----------------------------------------------------------------------------
 
@@ -359,9 +372,10 @@ def evaluate(criterion: Criterion, candidate: Rounds, baseline: "Rounds | None" 
     if criterion.kind == "regression":
         if baseline is None:
             raise GateError("a regression criterion needs a baseline run (--baseline RUN)")
-        tasks = sorted(set(data) & set(baseline))
+        base_data = merged(baseline)
+        tasks = sorted(set(data) & set(base_data))
     else:
-        tasks, baseline = sorted(data), None
+        tasks, baseline, base_data = sorted(data), None, None
     evidence = replay(k, _bar(criterion), candidate, tasks, baseline)
 
     def rejected(test: int, x: float) -> bool:
@@ -377,7 +391,7 @@ def evaluate(criterion: Criterion, candidate: Rounds, baseline: "Rounds | None" 
         passed, failed, idle, futile_ = decide(criterion, evidence, max_blocks)
         verdict = PASS if passed[0] else FAIL if failed[0] else INCONCLUSIVE
         idle_tasks, futile = {t for t, i in zip(tasks, idle[0]) if i}, bool(futile_[0])
-    lines = [_task_line(criterion, t, data.get(t, []), baseline) for t in tasks]
+    lines = [_task_line(criterion, t, data.get(t, []), base_data) for t in tasks]
     estimates = [line.estimate - (line.baseline or 0.0) for line in lines
                  if line.estimate is not None and (criterion.kind == "absolute" or line.baseline is not None)]
     low, high = math.nan, math.nan
@@ -469,7 +483,7 @@ def open_tasks(criteria: Sequence[Criterion], candidate: Rounds, max_trials: int
     return [t for t, chosen in zip(ids, mask) if chosen]
 
 
-def next_round(criteria: Sequence[Criterion], candidate: Rounds, baseline: Mapping[str, Outcomes] | None,
+def next_round(criteria: Sequence[Criterion], candidate: Rounds, baseline: Rounds | None,
                max_trials: int) -> tuple[list[str], str | None]:
     """The tasks the gate's next round runs, from the rounds so far, and, when it runs
     none while a criterion is still open, why it stopped (for the summary)."""

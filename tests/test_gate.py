@@ -204,3 +204,20 @@ def test_a_gate_whose_every_task_is_idle_runs_them_all_unless_it_is_stopped():
     mask = gate.open_mask(trials, 1, 8, idle, stopped=np.array([False, True]))
     assert mask.tolist() == [[True, True, False], [False, False, False]]
     assert not gate.open_mask(trials, 1, 8, idle).any()
+
+
+def test_an_earlier_gate_as_baseline_is_bet_in_the_order_its_rounds_ran():
+    """A baseline given as rounds feeds its blocks round by round: a block chosen in a late
+    round is bet after the blocks of the rounds before it, not with the blocks of its
+    index; a fixed run (one round) gives one virtual round per block index."""
+    gate_rounds = [{"a": [True], "b": [False]}, {"a": [True]}, {"b": [True]}]
+    outcomes, present = gate.baseline_blocks(gate_rounds, ["a", "b"], 1)
+    assert present[0].tolist() == [[True, True, False], [True, False, True]]
+    assert outcomes[0].tolist() == [[1, 1, 0], [0, 0, 1]]
+    outcomes, present = gate.baseline_blocks(gate.merged(gate_rounds), ["a", "b"], 1)
+    assert present[0].tolist() == [[True, True], [True, True]]
+    # The bet on b's second block is planned after a's second block, in its own round.
+    evidence = gate.replay(1, 0.0, [{"a": [True], "b": [True]}], ["a", "b"], gate_rounds)
+    by_round = evidence.wealth[Evidence.PASS].eta[0, 3]
+    in_order = gate.replay(1, 0.0, [{"a": [True], "b": [True]}], ["a", "b"], gate.merged(gate_rounds))
+    assert by_round[1] != in_order.wealth[Evidence.PASS].eta[0, 3][1]
