@@ -24,9 +24,12 @@ through this same code). The confidence interval is the set of X whose nulls are
 rejected: a confidence sequence, valid at every look at once.
 
 A criterion PASSes when its "violated" null is rejected at alpha = 1 - confidence, FAILs
-when its "holds" null is rejected at alpha, and is otherwise undecided. The point
-estimate of p_t^k is tau2's unbiased C(c, k) / C(n, k) (passhat.metrics.pass_hat).
-Not-evaluable trials are left out: a block holding one is not used.
+when its "holds" null is rejected at alpha, and is otherwise undecided; the interval's
+bounds are each one-sided at alpha, so together they cover theta with 1 - 2 alpha. The
+printed estimate of p_t^k is tau2's C(c, k) / C(n, k) (passhat.metrics.pass_hat), a
+plug-in: unbiased for a fixed number of trials, not once the trials a task gets depend
+on its outcomes. Not-evaluable trials are left out (a block holding one is not used),
+which assumes they are missing at random.
 """
 
 from __future__ import annotations
@@ -363,8 +366,9 @@ def evaluate(criterion: Criterion, candidate: Rounds, baseline: "Rounds | None" 
              max_trials: int | None = None, interval: bool = True, round_size: int | None = None
              ) -> CriterionResult:
     """The criterion's verdict on the trials so far (task id -> outcomes in the order
-    they ran, per round), with its estimate and its confidence interval (one-sided bounds
-    at 1 - confidence each; interval=False skips the bisection). With max_trials (the
+    they ran, per round), with its plug-in estimate and its confidence interval (one-sided
+    bounds at 1 - confidence each, so 2 * confidence - 1 two-sided; interval=False skips
+    the bisection). A regression's baseline is a run's outcomes or a gate's rounds. With max_trials (the
     budget per task) it also says whether the criterion is futile."""
     k, alpha = criterion.k, criterion.alpha
     threshold = math.log(1 / alpha)

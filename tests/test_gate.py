@@ -221,3 +221,17 @@ def test_an_earlier_gate_as_baseline_is_bet_in_the_order_its_rounds_ran():
     by_round = evidence.wealth[Evidence.PASS].eta[0, 3]
     in_order = gate.replay(1, 0.0, [{"a": [True], "b": [True]}], ["a", "b"], gate.merged(gate_rounds))
     assert by_round[1] != in_order.wealth[Evidence.PASS].eta[0, 3][1]
+
+
+def test_the_summary_says_what_was_computed():
+    """The interval is labelled with its real two-sided coverage (each bound one-sided at
+    the confidence: 90% at 95%), the estimate is called a plug-in, and the report says
+    not-evaluable trials are assumed missing at random."""
+    from passhat.results.gate_outputs import gate_record, junit, markdown
+
+    result = gate.evaluate(gate.absolute(1, 0.5), suite([0.8] * 20, 8))
+    record = gate_record("g", [result], rounds=["g-r0"], conversations=160, tasks=20, cost_usd=0.0)
+    assert record["criteria"][0]["interval_coverage"] == 0.9
+    text = markdown(record)
+    assert "(90% two-sided)" in text and "plug-in estimate" in text and "missing at random" in text
+    assert "unbiased C" not in text and "90% interval" in junit(record)
