@@ -495,6 +495,8 @@ def next_round(criteria: Sequence[Criterion], candidate: Rounds, baseline: Round
     results = [evaluate(c, candidate, baseline, max_trials=max_trials, interval=False, round_size=size)
                for c in criteria]
     open_ = [r for r in results if not r.decided]
+    if any(r.verdict == FAIL for r in results):  # the gate's verdict is FAIL whatever the rest says
+        return [], None
     chosen = open_tasks(criteria, candidate, max_trials, open_) if open_ else []
     if chosen or not open_:
         return chosen, None
