@@ -311,8 +311,8 @@ def main() -> None:
     groups = args.cases.split(",")
     print(f"{args.gates} gates per case; alpha = {alpha:.2f}; Monte Carlo margin +-{mc:.3f}; "
           f"the classic cases on {TASKS} leaderboard-like tasks, the rest as named")
-    print(f"| case | wrong verdict | PASS | FAIL | INC | conversations | fewer than fixed | fixed: wrong | "
-          f"fixed: PASS | fixed: FAIL | fixed: conversations |")
+    print("| case | wrong verdict | PASS | FAIL | INC | conversations | fewer than fixed | fixed: wrong | "
+          "fixed: PASS | fixed: FAIL | fixed: conversations |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     names = {1: "PASS", 2: "FAIL"}
     for case in cases(rng, args.k, args.margin, max_trials):
