@@ -494,8 +494,10 @@ class ModelDomainSummary(BaseModel):
     pass_hat_k: dict[str, float]
     # pass@k: the chance that at least one of k trials succeeds, averaged over tasks.
     pass_at_k: dict[str, float] = Field(default_factory=dict)
-    # pass^k as the public leaderboard counts it, trials that were not evaluable counted
-    # as failures; None when every trial was evaluable (then it is pass_hat_k).
+    # pass^k as the public leaderboard counts it (tau2 1.0.1's `submit prepare`): trials
+    # that were not evaluable left out, k only up to the fewest evaluable trials of a
+    # task (metrics.leaderboard_curves); None when every trial was evaluable (then it is
+    # pass_hat_k).
     pass_hat_k_leaderboard: dict[str, float] | None = None
 
 
