@@ -170,8 +170,10 @@ class TrialWorkflow:
                     failure = await self._judged(spec, step, turns.termination_reason, rules)
                 if failure is None:
                     break
-                if reruns >= rules.simulation_retries:
-                    return await self._given_up(spec, rules, failure)
+                # (--rejudge has re-asked the judge alone as many times as tau2 re-runs)
+                judge_final = failure == JUDGE_ERROR and (spec.rejudge or rules.on_judge_failure != "rerun")
+                if reruns >= rules.simulation_retries or judge_final:
+                    return await self._given_up(spec, rules, failure, reruns + 1)
                 reruns += 1
                 await self._store_step(ResultActivities.set_attempt_aside, spec)
             return await self._store_step(
@@ -208,16 +210,17 @@ class TrialWorkflow:
                 return None
         return JUDGE_ERROR
 
-    async def _given_up(self, spec: TrialSpec, rules: Tau2Rules, failure: str) -> TrialOutcome:
+    async def _given_up(self, spec: TrialSpec, rules: Tau2Rules, failure: str, attempts: int) -> TrialOutcome:
         """The trial the version gave up on: not evaluable, recorded as tau2 records it."""
         what = "the NL-assertion judge's reply could not be read" if failure == JUDGE_ERROR else failure
-        tries = 1 + rules.simulation_retries
+        rejudged = failure == JUDGE_ERROR and spec.rejudge
+        tries = 1 + rules.simulation_retries if rejudged else attempts
         return await workflow.execute_activity_method(
             ResultActivities.mark_not_evaluable,
             NotEvaluable(
                 trial=spec,
                 error=f"{what}, on every one of {tries} "
-                      + ("judge calls" if failure == JUDGE_ERROR and spec.rejudge else "attempts"),
+                      + ("judge calls" if rejudged else "attempt" if tries == 1 else "attempts"),
                 error_class=failure,
                 termination_reason=rules.exhausted_reason,
             ),
