@@ -93,9 +93,9 @@ def leaderboard_line(group) -> str | None:  # noqa: ANN001 - a GroupReport
                      + ("" if shown == 1 else "s") if shown else "no pass^k at all: no trial was evaluable")
     counted = group.pass_hat_k_failures_counted or {}
     if counted:
-        notes.append("counted as failures: " + ", ".join(
+        notes.append("counted as failures (as prepare counts them under pandas 3.x): " + ", ".join(
             f"pass^{k} {v:.3f}" for k, v in sorted(counted.items(), key=lambda kv: int(kv[0]))))
-    return "as the leaderboard counts (tau2 1.0.1 submit prepare): " + (curve or "-") + \
+    return "as the leaderboard counts (tau2 1.0.1 submit prepare, pandas 2.x): " + (curve or "-") + \
         " -- " + "; ".join(notes)
 
 
