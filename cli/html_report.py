@@ -174,8 +174,9 @@ def _leaderboard(report: Report) -> str:
              for g in report.groups() if leaderboard_line(g)]
     if not lines:
         return ""
-    return ('<p class="departs">pass^k above leaves not-evaluable trials out; the public '
-            f"leaderboard counts them as failures:</p><ul>{''.join(lines)}</ul>")
+    return ('<p class="departs">pass^k above leaves not-evaluable trials out; so does the '
+            "public leaderboard (tau2 1.0.1's submit prepare), which also stops k at the "
+            f"fewest evaluable trials of a task:</p><ul>{''.join(lines)}</ul>")
 
 
 def _charts(report: Report) -> str:

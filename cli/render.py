@@ -23,11 +23,13 @@ def summary_table(summary: RunSummary) -> Table:
     title = f"passhat run {summary.run_id}"
     if summary.departures:
         title += "\nDEPARTS FROM tau2: " + "; ".join(summary.departures)
-    lost = [f"{r.agent_model} on {r.domain}: " + ", ".join(
+    lost = [f"{r.agent_model} on {r.domain}: " + (", ".join(
                 f"pass^{k} {v:.3f}" for k, v in sorted(r.pass_hat_k_leaderboard.items(), key=lambda kv: int(kv[0])))
+                or "no pass^k") + f" ({r.trials - r.evaluable} of {r.trials} trials left out)"
             for r in summary.results if r.pass_hat_k_leaderboard is not None]
-    caption = ("pass^k leaves not-evaluable trials out; as the leaderboard counts them "
-               "(failures): " + "; ".join(lost)) if lost else None
+    caption = ("pass^k leaves not-evaluable trials out; as the leaderboard counts (tau2 1.0.1 "
+               "submit prepare: left out too, k only up to a task's fewest evaluable trials): "
+               + "; ".join(lost)) if lost else None
     table = Table(title=title, caption=caption)
     for col in ("agent model", "user model", "domain", "tasks", "trials", "evaluable", "avg reward"):
         table.add_column(col, justify="right" if col in ("tasks", "trials", "evaluable", "avg reward") else "left")

@@ -123,6 +123,8 @@ def build_worker(
             results.score_trial,
             results.mark_not_evaluable,
             results.restart_trial,
+            results.set_attempt_aside,
+            results.set_judge_aside,
             results.mark_cancelled,
             results.record_task,
             results.summarize_run,
