@@ -138,6 +138,9 @@ def test_every_fence_says_what_it_is():
     assert untagged == [] and indented == []
 
 
+# The README's first block sets up a venv of its own (pip installs passhat's dependencies):
+# minutes on a busy 2-core machine, before its demo and runs.
+@pytest.mark.timeout(3600)
 @pytest.mark.parametrize("page", PAGES)
 def test_page_runs_as_written(page, docs_env):
     work, env = docs_env
