@@ -163,7 +163,7 @@ def end_to_end(gates: int, simulated: int, rng: np.random.Generator) -> None:
     for name in ("TEMPORAL_ADDRESS", "PASSHAT_DB_URL", "GITHUB_STEP_SUMMARY"):
         env.pop(name, None)
     tasks = ["--domain", "airline", *[a for t in range(E2E_TASKS) for a in ("--task", str(t))],
-             "--user-model", "scripted/oracle", "--workers", "1", "--yes"]
+             "--user-model", "scripted/oracle", "--yes"]
     noisy, oracle = ["--agent-model", f"scripted/noisy-{E2E_P:g}"], ["--agent-model", "scripted/oracle"]
     p, one = np.full(E2E_TASKS, E2E_P), np.ones(E2E_TASKS)
     cases = [  # name, agent, its per-task p, criterion, flags, max trials a task
