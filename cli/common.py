@@ -18,9 +18,10 @@ from typer.core import TyperGroup
 
 from passhat.cli.run_options import UserInputError
 
-# Piped output keeps whole table rows rather than wrapping at rich's 80-column default.
-err_console = Console(stderr=True, soft_wrap=True)
-out_console = Console(width=None if sys.stdout.isatty() else 200)
+# No emoji codes: ":x:" in a path or a message (a passwd line, a transcript) stays as
+# written. Piped output keeps whole table rows rather than wrapping at rich's 80-column default.
+err_console = Console(stderr=True, soft_wrap=True, emoji=False)
+out_console = Console(width=None if sys.stdout.isatty() else 200, emoji=False)
 
 
 # Exit codes (docs/cli.md): 0 done; 1 some trials not evaluable or the budget stopped
