@@ -94,6 +94,14 @@ def existing_run(store, run_id: str):  # noqa: ANN001, ANN201 - a Store, its Run
     return row
 
 
+def load_recorded_plugins(row) -> None:  # noqa: ANN001 - a RunRow
+    """Import the plugins a run was made with, as `resume` does: its domains may be
+    theirs, and reading its results (its tasks, its tau2 environment) needs them."""
+    from passhat.domains.plugins import load_run_plugins
+
+    load_run_plugins(row.run_id, row.run_config().plugins, [], then="run the command again")
+
+
 def check_output(output: str) -> None:
     if output not in ("table", "json"):
         raise UserInputError(f"--output must be 'table' or 'json', got '{output}'")
