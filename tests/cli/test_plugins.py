@@ -247,8 +247,11 @@ def test_a_plugin_domains_run_is_read_exported_and_rescored_by_tau2(ph, tmp_path
     imported = ph.cli("import", str(path), "--plugin", "home_internet", "--run-id", "home-again")
     assert imported.returncode == 0, imported.stderr
     assert Store(ph.db_url).get_run("home-again").run_config().plugins == ["home_internet"]
-    again = ph.cli("export", "home-again", "--output-dir", str(tmp_path / "again"))
-    assert again.returncode == 0, again.stderr
+    for args in (("report", "home-again"), ("trials", "home-again"),
+                 ("export", "home-again", "--output-dir", str(tmp_path / "again"))):
+        again = ph.cli(*args)
+        assert again.returncode == 0 and "Traceback" not in again.stderr, (args, again.stderr)
+    assert [p.name.replace("home-again", "home") for p in (tmp_path / "again").glob("*.json")] == [path.name]
     # Where the plugin does not import, an export is one line saying so, and loses nothing.
     monkeypatch.delenv("PYTHONPATH")
     lost = ph.cli("export", "home", "--output-dir", str(tmp_path / "lost"))
