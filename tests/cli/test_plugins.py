@@ -213,16 +213,16 @@ def test_a_plugin_domains_run_is_read_exported_and_rescored_by_tau2(ph, tmp_path
     gives passhat's rewards; imported back (with --plugin), it reports the same."""
     result = ph.cli("run", "--plugin", "home_internet", "--domain", "home_internet",
                     "--agent-model", "scripted/noisy-0.5", "--user-model", "scripted/oracle",
-                    "--trials", "2", "--run-id", "home", timeout=600)
+                    "--trials", "2", "--run-id", "home-export", timeout=600)  # "home" is another test's workflow on the shared server
     assert result.returncode == 0, result.stderr
-    trials = Store(ph.db_url).trials("home")
+    trials = Store(ph.db_url).trials("home-export")
     rewards = {(t.task_id, t.trial_index): t.reward for t in trials}
     assert set(rewards.values()) == {0.0, 1.0}, rewards  # a re-score that agrees is not luck
-    for args in (("report", "home"), ("trials", "home"), ("show", trials[0].trial_id), ("runs",)):
+    for args in (("report", "home-export"), ("trials", "home-export"), ("show", trials[0].trial_id), ("runs",)):
         shown = ph.cli(*args)
         assert shown.returncode == 0 and "Traceback" not in shown.stderr, (args, shown.stderr)
     out = tmp_path / "out"
-    exported = ph.cli("export", "home", "--output-dir", str(out))
+    exported = ph.cli("export", "home-export", "--output-dir", str(out))
     assert exported.returncode == 0, exported.stderr
     [path] = out.glob("*.json")
 
@@ -251,12 +251,12 @@ def test_a_plugin_domains_run_is_read_exported_and_rescored_by_tau2(ph, tmp_path
                  ("export", "home-again", "--output-dir", str(tmp_path / "again"))):
         again = ph.cli(*args)
         assert again.returncode == 0 and "Traceback" not in again.stderr, (args, again.stderr)
-    assert [p.name.replace("home-again", "home") for p in (tmp_path / "again").glob("*.json")] == [path.name]
+    assert [p.name.replace("home-again", "home-export") for p in (tmp_path / "again").glob("*.json")] == [path.name]
     # Where the plugin does not import, an export is one line saying so, and loses nothing.
     monkeypatch.delenv("PYTHONPATH")
-    lost = ph.cli("export", "home", "--output-dir", str(tmp_path / "lost"))
+    lost = ph.cli("export", "home-export", "--output-dir", str(tmp_path / "lost"))
     assert lost.returncode == 2
     assert one_error_line(lost) == (
-        "error: run home needs plugin home_internet, which does not import here: ModuleNotFoundError: "
+        "error: run home-export needs plugin home_internet, which does not import here: ModuleNotFoundError: "
         "No module named 'home_internet'; put its folder on PYTHONPATH (or install it) and run the command again")
-    assert not (tmp_path / "lost").exists() and len(Store(ph.db_url).trials("home")) == len(trials)
+    assert not (tmp_path / "lost").exists() and len(Store(ph.db_url).trials("home-export")) == len(trials)
