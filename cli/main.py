@@ -80,7 +80,9 @@ def main() -> None:
     gc.set_threshold(STARTUP_GC_THRESHOLD)
     code = 0
     try:
-        app()
+        # Named, not guessed from the process: in the warm process's fork, click would
+        # guess `python -m passhat.cli.<argv[0]>` from its __main__ (passhat.cli.warm_server).
+        app(prog_name="passhat")
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     if "passhat.infra.tracing" in sys.modules:  # importing it costs a quarter second

@@ -14,7 +14,16 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from passhat.cli.common import check_output, err_console, existing_run, fail, one_line_errors, open_store, out_console
+from passhat.cli.common import (
+    check_output,
+    err_console,
+    existing_run,
+    fail,
+    load_recorded_plugins,
+    one_line_errors,
+    open_store,
+    out_console,
+)
 from passhat.cli.run_options import UserInputError
 from passhat.contracts import RUN_IMPORTED, TRIAL_CANCELLED, TRIAL_RUNNING
 
@@ -288,7 +297,7 @@ def export(
     from passhat.results.exporting import export_run
 
     store = open_store()
-    existing_run(store, run_id)
+    load_recorded_plugins(existing_run(store, run_id))
     result = export_run(store, run_id, format, output_dir, partial=partial)
     for path in result.paths:
         print(path)
@@ -308,13 +317,17 @@ def import_files(
     domain: Optional[str] = typer.Option(None, "--domain", "-d", help="tau-bench files only: airline or retail, when the file does not show it."),
     agent_model: Optional[str] = typer.Option(None, "--agent-model", "-m", help="tau-bench files only: the agent model (default: from tau-bench's file name)."),
     user_model: Optional[str] = typer.Option(None, "--user-model", "-u", help="tau-bench files only: the user model (default: from tau-bench's file name)."),
+    plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help="Import this module first (repeat for several): it registers the files' domain; the run records it, as a run made with it would."),
 ) -> None:
     """Load results files into the store as an imported run that report, trials, show
     and export work on (it has no workflows: resume and cancel refuse it)."""
+    from passhat.domains.plugins import load_plugins, run_plugins
     from passhat.results import importing
 
+    plugins = run_plugins(plugin)
+    load_plugins(plugins)
     result = importing.import_files(open_store(), files, run_id=run_id, domain=domain,
-                                   agent_model=agent_model, user_model=user_model)
+                                   agent_model=agent_model, user_model=user_model, plugins=plugins)
     print(result.run_id)
     if result.already:
         err_console.print(f"already imported as run {result.run_id}; nothing changed", highlight=False)

@@ -195,6 +195,8 @@ CASES: list[Case] = [
          "can be imported"),
     Case("import-json-lines-of-one-trial", ("import", "{files}/one-trial.jsonl"),
          "holds JSON lines (passhat's `export --format jsonl`)"),
+    Case("import-not-json", ("import", "/etc/passwd"),
+         "/etc/passwd is not JSON (it begins 'root:x:0:0:"),
     # -- where things live -----------------------------------------------------------------
     run("--task", "0", run_id="temporal-unreachable", env={"TEMPORAL_ADDRESS": "127.0.0.1:{closed}"},
         error="cannot connect to Temporal at 127.0.0.1:{closed}", max_s=60),
