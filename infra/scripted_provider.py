@@ -10,6 +10,8 @@ custom-provider hook, so they travel the same code path as any real provider.
   failing trial answers with an empty message (every time it is asked again), which ends
   the conversation as an agent error.
 - `scripted/judge` grades tau2 1.0.x's NL assertions offline: every assertion is met.
+- `scripted/reviewer` (and its variants) reviews a trial for `passhat review`
+  (passhat.infra.scripted_review).
 - A `latency` model argument (seconds) delays every answer, to measure throughput.
 
 The model learns which task it plays from the call's litellm `metadata`
@@ -29,6 +31,7 @@ import uuid
 from typing import Any, Callable
 
 from passhat.contracts import STOP_TOKEN, TaskInfo
+from passhat.infra import scripted_review
 
 # A task by (domain name, task id).
 TaskLookup = Callable[[str, str], TaskInfo]
@@ -71,14 +74,14 @@ def register(task_of: TaskLookup) -> None:
 
 def parse_name(name: str) -> float:
     """Success probability of a scripted model name: oracle is 1.0, noisy-P is P."""
-    if name in ("oracle", "judge"):
+    if name in ("oracle", "judge") or name in scripted_review.MODELS:
         return 1.0
     match = re.fullmatch(r"noisy-(\d*\.?\d+)", name)
     if match and 0.0 <= float(match.group(1)) <= 1.0:
         return float(match.group(1))
     raise ScriptedModelError(
         f"unknown scripted model 'scripted/{name}': use scripted/oracle, "
-        "scripted/noisy-P with 0 <= P <= 1 (e.g. scripted/noisy-0.7) or scripted/judge"
+        "scripted/noisy-P with 0 <= P <= 1 (e.g. scripted/noisy-0.7), scripted/judge or scripted/reviewer"
     )
 
 
@@ -99,7 +102,9 @@ def _answer(task_of: TaskLookup, model: str, messages: list[dict], kwargs: dict)
     task = task_of(meta["domain"], meta["task_id"])
     role = meta.get("role", "assistant")
     seed = params.get("seed")
-    if role == "judge":
+    if model in scripted_review.MODELS:
+        message = scripted_review.review_turn(model, messages)
+    elif role == "judge":
         message = judge_turn(messages)
     elif role == "user":
         message = user_turn(task, messages)
