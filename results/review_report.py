@@ -34,6 +34,14 @@ def trial_reviews_json(store, trial_id: str) -> list[dict[str, Any]]:  # noqa: A
     return [review_json(r) for r in review_store.trial_reviews(store, trial_id)]
 
 
+def run_reviews_json(store, run_id: str) -> dict[str, list[dict[str, Any]]]:  # noqa: ANN001 - a Store
+    """trial id -> its reviews (every judge's), for a whole run."""
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in review_store.reviews(store, run_id):
+        out[row.trial_id].append(review_json(row))
+    return dict(out)
+
+
 def latest_key(store, run_id: str) -> str | None:  # noqa: ANN001 - a Store
     rows = review_store.reviews(store, run_id)
     return rows[-1].review_key if rows else None
