@@ -21,7 +21,8 @@ import re
 from typing import Any
 
 STOP = "###STOP###"
-_LINE = re.compile(r"\[step (\d+)\] (agent|user|tool answer to \w+)( calls |: )(.*)")
+_LINE = re.compile(r"\[step (\d+)\] (agent|user|tool answer to \w+)( calls |: )(.*)", re.S)
+_NEXT_LINE = re.compile(r"\n(?=\[step \d+\] )")  # a message's text may span lines
 MODELS = ("reviewer", "reviewer-misquote", "reviewer-garbled")
 
 
@@ -44,7 +45,7 @@ def verdict(request: str) -> dict[str, Any]:
                 if a.get("requestor", "assistant") == "assistant"]
     errors: list[dict[str, Any]] = []
     made: list[tuple[str, Any]] = []
-    for line in _section(request, "transcript").splitlines():
+    for line in _NEXT_LINE.split(_section(request, "transcript")):
         match = _LINE.fullmatch(line)
         if not match:
             continue
