@@ -24,7 +24,7 @@ from typing import Any
 
 from passhat.contracts import Message, TaskInfo
 
-PROMPT_VERSION = "passhat-review-1"
+PROMPT_VERSION = "passhat-review-2"
 
 SIDES = ("agent", "user")
 SEVERITIES = ("low", "medium", "high")
@@ -36,6 +36,7 @@ TAXONOMY: dict[str, str] = {
                         "skipped a confirmation the policy requires)",
     "wrong_action": "called a tool, or asked for an action, that the task did not call for",
     "wrong_arguments": "called the right tool with a wrong argument value",
+    "skipped_action": "did not make an action the task required (and did not try it with other arguments)",
     "missed_information": "did not obtain or did not pass on information the task needed "
                           "(a lookup skipped before acting, a fact never told to the other side)",
     "premature_end": "ended the conversation (or stopped answering) before the task was done",

@@ -7,8 +7,9 @@ transcript and the expected actions the request carries (passhat.domains.review'
 format), and blames them as the ground truth says:
 - an agent turn with neither text nor tool calls (scripted/noisy-P's failure): the
   agent's premature_end;
-- the user simulator's stop before every expected agent action was made: the user's
-  premature_end (a user that gives up early);
+- the user simulator's stop before every expected agent action was made and before the
+  agent closed the task: the user's premature_end (a user that gives up early); after the
+  agent closed it without an expected action it never tried: the agent's skipped_action;
 - an agent tool call no expected action names: wrong_action; one whose tool is
   expected with other arguments: wrong_arguments.
 `reviewer-misquote` answers first with a quote the transcript does not hold, then, when
@@ -21,6 +22,9 @@ import re
 from typing import Any
 
 STOP = "###STOP###"
+# How the scripted agents close a task (scripted_provider.agent_turn): a user that stops
+# after one of these stops when the agent says it is done, not early.
+CLOSINGS = ("Here is what you need to know", "Your request has been handled.")
 _LINE = re.compile(r"\[step (\d+)\] (agent|user|tool answer to \w+)( calls |: )(.*)", re.S)
 _NEXT_LINE = re.compile(r"\n(?=\[step \d+\] )")  # a message's text may span lines
 MODELS = ("reviewer", "reviewer-misquote", "reviewer-garbled")
@@ -45,6 +49,7 @@ def verdict(request: str) -> dict[str, Any]:
                 if a.get("requestor", "assistant") == "assistant"]
     errors: list[dict[str, Any]] = []
     made: list[tuple[str, Any]] = []
+    closed: tuple[int, str] | None = None  # the agent's closing turn: its step and words
     for line in _NEXT_LINE.split(_section(request, "transcript")):
         match = _LINE.fullmatch(line)
         if not match:
@@ -58,13 +63,19 @@ def verdict(request: str) -> dict[str, Any]:
                 errors.append(_error(step, "agent", "wrong_action", text, f"{name} is not an expected action"))
             elif all(a["arguments"] != args for a in same_tool):
                 errors.append(_error(step, "agent", "wrong_arguments", text, f"{name} with other arguments"))
+        elif who == "agent" and text.startswith(CLOSINGS):
+            closed = (step, text[:60])
         elif who == "agent" and text == "(empty)":
             errors.append(_error(step, "agent", "premature_end", "(empty)", "the agent stopped answering"))
         elif who == "user" and STOP in text:
             missing = [a for a in expected if (a["name"], a["arguments"]) not in made]
-            if missing:
+            if missing and closed is None:
                 errors.append(_error(step, "user", "premature_end", STOP,
                                      f"the user stopped before {missing[0]['name']} was done"))
+            elif missing and not any(a["name"] == name for a in missing for name, _ in made):
+                # The agent said it was done without an expected action it never tried.
+                errors.append(_error(closed[0], "agent", "skipped_action", closed[1],
+                                     f"{missing[0]['name']} was never made"))
     sides = {e["side"] for e in errors}
     blame = "both" if len(sides) == 2 else (sides.pop() if sides else "none")
     return {"errors": errors, "blame": blame}
