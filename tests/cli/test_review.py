@@ -224,3 +224,42 @@ def test_bad_input_gets_one_line_each(env):
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and said in lines[0], (args, out.stderr)
         assert "sk-123" not in out.stderr + out.stdout
+
+
+async def test_cancel_stops_a_review_within_seconds(temporal_server, tmp_path):
+    import subprocess
+    import time
+
+    from passhat.infra import review_store
+    from passhat.infra.store import Store
+    from passhat.testing.harness import PASSHAT
+
+    tasks = _tasks_with_agent_writes(4)
+    for ph in stopping_workers(Passhat(home=tmp_path / "home", temporal_address=temporal_server.address)):
+        ran = ph.cli("run", "--domain", "airline", *_task_args(tasks), "--trials", "1", "--agent-model",
+                     "scripted/noisy-0.0", "--user-model", "scripted/oracle", "--run-id", "stopme", "--yes")
+        assert ran.returncode in (0, 1), ran.stderr
+        judge = ScriptedResponder(["airline"])
+        judge.freeze()  # every judge call waits: the review is in flight when cancelled
+        with FaultServer(responder=judge) as srv:
+            proc = subprocess.Popen([str(PASSHAT), "review", "stopme", "--judge-model", "openai/reviewer",
+                                     "--judge-args", json.dumps(http_args(srv.url))], env=ph.env(),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    stdin=subprocess.DEVNULL)
+            try:
+                await until(lambda: judge.held == 4, "four judge calls in flight", 120)
+                started = time.monotonic()
+                cancelled = ph.cli("cancel", "stopme~review")
+                took = time.monotonic() - started
+                assert cancelled.returncode == 0, cancelled.stderr
+                assert "stopme~review: cancelled" in cancelled.stdout, cancelled.stdout
+                assert took < 30, took
+                out, err = proc.communicate(timeout=60)
+                assert proc.returncode == 3, (out, err)
+                assert "the same command continues it" in err
+            finally:
+                proc.kill()
+                judge.thaw()
+        store = Store(ph.db_url)
+        assert review_store.reviews(store, "stopme") == []
+        store.close()
