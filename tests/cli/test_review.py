@@ -175,30 +175,36 @@ async def test_a_run_in_progress_has_only_its_finished_trials_reviewed(temporal_
     from passhat.infra.store import Store
 
     for ph in stopping_workers(Passhat(home=tmp_path / "home", temporal_address=temporal_server.address)):
-        started = ph.cli("run", "--domain", "airline", "--trials", "4", "--agent-model", "scripted/noisy-0.0",
-                         "--user-model", "scripted/oracle", "--run-id", "going", "--detach", "--yes")
-        assert started.returncode == 0, started.stderr
-        store = Store(ph.db_url)
-        worker = ph.start_worker()
-        await worker.ready()
-        await until(lambda: sum(t.finished_at is not None for t in store.trials("going")) >= 3,
-                    "three trials finished", 180)
-        worker.kill()
-        finished = {t.trial_id for t in store.trials("going") if t.status == "scored"}
-        with FaultServer(responder=ScriptedResponder(["airline"])) as srv:
-            done = ph.cli("review", "going", "--judge-model", "openai/reviewer", "--judge-args",
-                          json.dumps(http_args(srv.url)))
-        assert done.returncode == 0, done.stderr
-        assert "run going is not finished: only its finished trials are reviewed" in done.stderr
-        assert "trial(s) of the run not finished were not reviewed" in done.stdout
-        # The review's own workers serve the run too, so more trials may have finished by
-        # the time it planned: those finished before it are all reviewed, and only
-        # finished ones are, never one still running.
-        reviewed = {r.trial_id for r in review_store.reviews(store, "going")}
-        scored_now = {t.trial_id for t in store.trials("going") if t.status == "scored"}
-        assert finished <= reviewed <= scored_now
-        cancelled = ph.cli("cancel", "going")
-        assert cancelled.returncode == 0, cancelled.stderr
+        models = ScriptedResponder(["airline"])
+        with FaultServer(responder=models) as agents, FaultServer(responder=ScriptedResponder(["airline"])) as judge:
+            args = json.dumps(http_args(agents.url))
+            started = ph.cli("run", "--domain", "airline", "--trials", "2", "--agent-model", "openai/noisy-0.0",
+                             "--agent-args", args, "--user-model", "openai/oracle", "--user-args", args,
+                             "--run-id", "going", "--detach", "--yes")
+            assert started.returncode == 0, started.stderr
+            store = Store(ph.db_url)
+            worker = ph.start_worker()
+            await worker.ready()
+            await until(lambda: sum(t.finished_at is not None for t in store.trials("going")) >= 3,
+                        "three trials finished", 180)
+            # From now on the run's conversations wait at the gate: the run stays in progress
+            # (whoever serves it) while it is reviewed.
+            models.freeze()
+            await until(lambda: models.held > 0 and len({t.trial_id for t in store.trials("going")
+                                                         if t.finished_at is None}) > 0, "the run held", 60)
+            finished = {t.trial_id for t in store.trials("going") if t.status == "scored"}
+            try:
+                done = ph.cli("review", "going", "--judge-model", "openai/reviewer", "--judge-args",
+                              json.dumps(http_args(judge.url)))
+                assert done.returncode == 0, done.stderr
+                assert "run going is not finished: only its finished trials are reviewed" in done.stderr
+                assert "trial(s) of the run not finished were not reviewed" in done.stdout
+                assert {t.trial_id for t in store.trials("going") if t.status == "scored"} == finished
+                assert {r.trial_id for r in review_store.reviews(store, "going")} == finished
+            finally:
+                models.thaw()
+            cancelled = ph.cli("cancel", "going")
+            assert cancelled.returncode == 0, cancelled.stderr
         store.close()
 
 
