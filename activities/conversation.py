@@ -8,6 +8,7 @@ between recording and reporting does not call the model a second time)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import random
 import time
@@ -34,7 +35,7 @@ from passhat.contracts import (
 from passhat.domains.registry import get_domain
 from passhat.domains.nl_judge import JUDGE_ERROR, judge_key, parse_verdicts
 from passhat.domains.tau2_version import rules_for
-from passhat.infra import llm, scripted_provider, tracing
+from passhat.infra import llm, scripted_faults, scripted_provider, tracing
 from passhat.infra.store import Store, StoreError
 
 T = TypeVar("T")
@@ -150,12 +151,18 @@ class Heartbeat:
             task.cancel()
 
 
+@functools.lru_cache(maxsize=None)
+def _domain_facts(domain: str) -> scripted_faults.DomainFacts:
+    """What the faulty scripted models plan their mistakes from, once per domain."""
+    return scripted_faults.facts_of(get_domain(domain))
+
+
 class ConversationActivities:
     def __init__(self, store: Store):
         self.store = store
         # The offline models answer through litellm like any provider; they must be
         # registered in every process that makes model calls.
-        scripted_provider.register(lambda domain, task_id: get_domain(domain).task(task_id))
+        scripted_provider.register(lambda domain, task_id: get_domain(domain).task(task_id), _domain_facts)
 
     @activity.defn
     async def agent_turn(self, ref: StepRef) -> StepResult:

@@ -267,3 +267,17 @@ def transcript(trial, steps, console: Console, judge=None) -> None:  # noqa: ANN
     if info:
         console.print("[bold]score[/]", highlight=False)
         console.print_json(json.dumps(info, default=str))
+
+
+def review_lines(reviews: list[dict], console: Console) -> None:
+    """A trial's LLM reviews (`passhat review`), one block per judge: each error with its
+    step, side, category, severity and quote."""
+    for r in reviews:
+        head = (f"[bold]review[/] by {escape(r['judge_model'])} ({escape(r['prompt_version'])}): "
+                + (f"blame {escape(str(r['blame']))}, {len(r['errors'])} error(s)" if r["status"] == "reviewed"
+                   else f"not reviewable ({escape(r['reason'] or '')})")
+                + f", cost ${r['cost']:.4f}")
+        console.print(head, highlight=False)
+        for e in r["errors"]:
+            console.print(f"  step {e['step']} {escape(e['side'])} {escape(e['category'])} ({escape(e['severity'])}): "
+                          f"\"{escape(e['quote'])}\" {escape(e['explanation'])}", highlight=False)

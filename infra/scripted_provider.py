@@ -9,7 +9,16 @@ custom-provider hook, so they travel the same code path as any real provider.
   draw is seeded by the trial's seed and the task, so a trial always draws the same. A
   failing trial answers with an empty message (every time it is asked again), which ends
   the conversation as an agent error.
+- `scripted/faulty-P` is the oracle agent that, with probability P per trial, makes one
+  mistake (a wrong argument value, a skipped write, an extra write, the wrong tool, a
+  missing piece of the information to communicate, or a write before its read), and
+  `scripted/faulty-user-P` the oracle user that, with probability P per trial, stops
+  early or invents a detail. Both are planned by passhat.infra.scripted_faults from the
+  trial's seed, so a bench or a test knows the ground truth; each errs on its own side
+  only and plays the oracle on the other.
 - `scripted/judge` grades tau2 1.0.x's NL assertions offline: every assertion is met.
+- `scripted/reviewer` (and its variants) reviews a trial for `passhat review`
+  (passhat.infra.scripted_review).
 - A `latency` model argument (seconds) delays every answer, to measure throughput.
 
 The model learns which task it plays from the call's litellm `metadata`
@@ -29,12 +38,24 @@ import uuid
 from typing import Any, Callable
 
 from passhat.contracts import STOP_TOKEN, TaskInfo
+from passhat.infra import scripted_review
+from passhat.infra.scripted_faults import (
+    AgentFault,
+    DomainFacts,
+    UserFault,
+    planned_fault,
+    planned_user_fault,
+)
 
 # A task by (domain name, task id).
 TaskLookup = Callable[[str, str], TaskInfo]
+# A domain's facts by its name (scripted_faults.facts_of of the domain).
+FactsLookup = Callable[[str], DomainFacts]
 
 PROVIDER = "scripted"
 _TAG = re.compile(r"\[gold-(\d+)\]")
+_GOLD_CALL = re.compile(r"gold-(\d+)")
+_MODEL = re.compile(r"(noisy|faulty|faulty-user)-(\d*\.?\d+)")
 _registered = False
 
 
@@ -42,9 +63,9 @@ class ScriptedModelError(ValueError):
     pass
 
 
-def register(task_of: TaskLookup) -> None:
+def register(task_of: TaskLookup, facts_of: FactsLookup | None = None) -> None:
     """Add the provider to litellm once per process; its models find the task they play
-    with `task_of`."""
+    with `task_of`, and the faulty ones the domain's tools and tasks with `facts_of`."""
     global _registered
     if _registered:
         return
@@ -53,12 +74,12 @@ def register(task_of: TaskLookup) -> None:
 
     class ScriptedLLM(CustomLLM):
         def completion(self, model, messages, *args, **kwargs):  # noqa: ANN001
-            reply, latency = _answer(task_of, model, messages, kwargs)
+            reply, latency = _answer(task_of, facts_of, model, messages, kwargs)
             time.sleep(latency)
             return reply
 
         async def acompletion(self, model, messages, *args, **kwargs):  # noqa: ANN001
-            reply, latency = _answer(task_of, model, messages, kwargs)
+            reply, latency = _answer(task_of, facts_of, model, messages, kwargs)
             await asyncio.sleep(latency)
             return reply
 
@@ -70,15 +91,23 @@ def register(task_of: TaskLookup) -> None:
 
 
 def parse_name(name: str) -> float:
-    """Success probability of a scripted model name: oracle is 1.0, noisy-P is P."""
-    if name in ("oracle", "judge"):
-        return 1.0
-    match = re.fullmatch(r"noisy-(\d*\.?\d+)", name)
-    if match and 0.0 <= float(match.group(1)) <= 1.0:
-        return float(match.group(1))
+    """Success probability of a scripted model name: noisy-P is P, every other 1.0 (a
+    faulty model's mistakes do not end the conversation, so it always answers)."""
+    family, p = model_family(name)
+    return p if family == "noisy" else 1.0
+
+
+def model_family(name: str) -> tuple[str, float]:
+    """A scripted model name's family (oracle, judge, noisy, faulty, faulty-user) and P."""
+    if name in ("oracle", "judge") or name in scripted_review.MODELS:
+        return name, 1.0
+    match = _MODEL.fullmatch(name)
+    if match and 0.0 <= float(match.group(2)) <= 1.0:
+        return match.group(1), float(match.group(2))
     raise ScriptedModelError(
-        f"unknown scripted model 'scripted/{name}': use scripted/oracle, "
-        "scripted/noisy-P with 0 <= P <= 1 (e.g. scripted/noisy-0.7) or scripted/judge"
+        f"unknown scripted model 'scripted/{name}': use scripted/oracle, scripted/judge, scripted/reviewer, or one "
+        "with 0 <= P <= 1: scripted/noisy-P (e.g. scripted/noisy-0.7), scripted/faulty-P or "
+        "scripted/faulty-user-P"
     )
 
 
@@ -88,21 +117,31 @@ def agent_succeeds(success_p: float, seed: int | None, domain: str, task_id: str
     return success_p >= 1.0 or random.Random(f"{seed}/{domain}/{task_id}").random() < success_p
 
 
-def _answer(task_of: TaskLookup, model: str, messages: list[dict], kwargs: dict) -> tuple[Any, float]:
+def _answer(task_of: TaskLookup, facts_of: FactsLookup | None, model: str, messages: list[dict],
+            kwargs: dict) -> tuple[Any, float]:
     import litellm
 
     params = kwargs.get("optional_params") or {}
     meta = ((kwargs.get("litellm_params") or {}).get("metadata") or {}).get("passhat") or {}
     success_p = parse_name(model)
+    family, p = model_family(model)
     if "domain" not in meta or "task_id" not in meta:
         raise ScriptedModelError("scripted models only run inside passhat (no task in metadata)")
     task = task_of(meta["domain"], meta["task_id"])
     role = meta.get("role", "assistant")
     seed = params.get("seed")
-    if role == "judge":
+    if model in scripted_review.MODELS:
+        message = scripted_review.review_turn(model, messages)
+    elif role == "judge":
         message = judge_turn(messages)
     elif role == "user":
-        message = user_turn(task, messages)
+        fault = None
+        if family == "faulty-user":
+            fault = planned_user_fault(meta["domain"], task, _facts(facts_of, meta["domain"]), seed, p)
+        message = user_turn(task, messages, fault)
+    elif family == "faulty":
+        fault = planned_fault(meta["domain"], task, _facts(facts_of, meta["domain"]), seed, p)
+        message = agent_turn(task, messages, fault)
     else:
         message = (
             agent_turn(task, messages)
@@ -129,6 +168,12 @@ def _answer(task_of: TaskLookup, model: str, messages: list[dict], kwargs: dict)
     return response, float(params.get("latency") or 0.0)
 
 
+def _facts(facts_of: FactsLookup | None, domain: str) -> DomainFacts:
+    if facts_of is None:
+        raise ScriptedModelError("faulty scripted models need the domain's facts (register(..., facts_of))")
+    return facts_of(domain)
+
+
 def judge_turn(messages: list[dict]) -> dict:
     """scripted/judge: every NL assertion of tau2 1.0.x's judge request is met."""
     import ast
@@ -149,46 +194,67 @@ def _progress(messages: list[dict]) -> int:
         if m.get("role") != "assistant":
             continue
         for call in m.get("tool_calls") or []:
-            if call["id"].startswith("gold-"):
-                done = max(done, int(call["id"].split("-")[1]))
+            gold = _GOLD_CALL.fullmatch(call["id"])
+            if gold:  # an injected extra call (scripted_faults) has another id
+                done = max(done, int(gold.group(1)))
         for tag in _TAG.findall(m.get("content") or ""):
             done = max(done, int(tag))
     return done
 
 
-def agent_turn(task: TaskInfo, messages: list[dict]) -> dict:
+def agent_turn(task: TaskInfo, messages: list[dict], fault: AgentFault | None = None) -> dict:
+    """The oracle's next turn; with a planned `fault`, the same but for that one mistake."""
     gold = task.gold_actions
     i = _progress(messages) + 1
+    if fault is not None and fault.kind in ("skipped_write", "write_before_read") and i == fault.index:
+        i += 1
+    if fault is not None and fault.kind == "extra_write" and i == fault.index and not any(
+        c["id"] == fault.call_id() for m in messages for c in m.get("tool_calls") or []
+    ):
+        return _call_message(fault.call_id(), fault.action)
     if i < len(gold) and gold[i].requestor == "assistant":
-        action = gold[i]
-        call = {
-            "id": f"gold-{i}",
-            "type": "function",
-            "function": {"name": action.name, "arguments": json.dumps(action.arguments)},
-        }
-        return {"role": "assistant", "content": None, "tool_calls": [call]}
+        replaced = fault is not None and fault.kind in ("wrong_argument", "wrong_tool") and i == fault.index
+        return _call_message(f"gold-{i}", fault.action if replaced else gold[i])
     if i < len(gold):  # a run of actions the user must perform on their side
         asks = []
         while i < len(gold) and gold[i].requestor == "user":
             asks.append(f"[gold-{i}] {gold[i].name}({json.dumps(gold[i].arguments)})")
             i += 1
         return {"role": "assistant", "content": "Please do this on your side: " + "; ".join(asks)}
-    info = " ".join(task.communicate_info)
+    info = " ".join(s for s in task.communicate_info if fault is None or s != fault.info)
     text = f"Here is what you need to know: {info}" if info else "Your request has been handled."
     return {"role": "assistant", "content": text}
 
 
-def user_turn(task: TaskInfo, messages: list[dict]) -> dict:
+def _call_message(call_id: str, action: Any) -> dict:
+    call = {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": action.name, "arguments": json.dumps(action.arguments)},
+    }
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+def user_turn(task: TaskInfo, messages: list[dict], fault: UserFault | None = None) -> dict:
+    """The oracle user's next turn; with a planned `fault`, the same but for that error."""
     own_turns = [m for m in messages if m.get("role") == "assistant"]
     parts = [task.reason_for_call, task.known_info]
+    if fault is not None and fault.kind == "user_invented_detail":
+        parts.append(fault.text)
     # The task id closes the request, so that a model served over HTTP can tell tasks
     # whose requests read alike apart (passhat.testing.scripted_http).
     request = "\n".join(p for p in parts if p) or task.user_scenario
     request += f"\n(task {task.id})"
+    stops_early = fault is not None and fault.kind == "user_early_stop"
     # State the request unless already done: a task's initial conversation may contain
     # earlier user turns, which are not this request.
-    if not any(m.get("content") == request for m in own_turns):
+    stated = next((k for k, m in enumerate(own_turns) if str(m.get("content") or "").startswith(request)), None)
+    if stated is None:
+        if stops_early and fault.turn == 0:
+            return {"role": "assistant", "content": f"{request}\n{fault.text} {STOP_TOKEN}"}
         return {"role": "assistant", "content": request}
+    if stops_early and len(own_turns) - stated == fault.turn:
+        return {"role": "assistant", "content": f"{fault.text} {STOP_TOKEN}"}
     last = messages[-1]
     if last.get("role") == "tool":
         return {"role": "assistant", "content": "Done, I did that."}
