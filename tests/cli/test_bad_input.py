@@ -144,7 +144,12 @@ CASES: list[Case] = [
     Case("scripted-noisy-out-of-range",
          ("run", "--domain", "airline", "--agent-model", "scripted/noisy-1.5",
           "--user-model", "scripted/oracle", "--run-id", "scripted-noisy-out-of-range"),
-         "unknown scripted model 'scripted/noisy-1.5': use scripted/oracle, scripted/noisy-P with 0 <= P <= 1"),
+         "unknown scripted model 'scripted/noisy-1.5': use scripted/oracle, scripted/judge, or one "
+         "with 0 <= P <= 1: scripted/noisy-P"),
+    Case("scripted-faulty-out-of-range",
+         ("run", "--domain", "airline", "--agent-model", "scripted/faulty-2",
+          "--user-model", "scripted/oracle", "--run-id", "scripted-faulty-out-of-range"),
+         "unknown scripted model 'scripted/faulty-2'"),
     Case("scripted-bogus",
          ("run", "--domain", "airline", "--agent-model", "scripted/bogus",
           "--user-model", "scripted/oracle", "--run-id", "scripted-bogus"),
