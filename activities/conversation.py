@@ -92,10 +92,10 @@ def model_failure(message: Message, spec: TrialSpec) -> tuple[str, str] | None:
     return None
 
 
-def judge_failure(message: Message) -> tuple[str | None, str | None]:
-    """(class, message) when the judge's reply cannot be read as tau2 reads it."""
+def judge_failure(message: Message, spec: TrialSpec) -> tuple[str | None, str | None]:
+    """(class, message) when the judge's reply cannot be read as the run's tau2 reads it."""
     try:
-        parse_verdicts(message.content)
+        parse_verdicts(message.content, rules_for(spec.tau2_version))
     except ValueError as err:
         return JUDGE_ERROR, str(err)
     return None, None
@@ -281,7 +281,7 @@ class ConversationActivities:
         if activity.info().attempt > 1:  # earlier attempts may have said they were retrying
             await self._say_retrying(ref, None)
         if role == "judge":
-            failure_class, failure = judge_failure(reply.message)
+            failure_class, failure = judge_failure(reply.message, spec)
         else:
             failure_class, failure = model_failure(reply.message, spec) or (None, None)
         return await self._record_paid(

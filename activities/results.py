@@ -25,10 +25,10 @@ from passhat.contracts import (
     is_success,
     outcome_label,
 )
-from passhat.domains.nl_judge import judge_key, parse_verdicts
+from passhat.domains.nl_judge import JUDGE_ERROR, judge_key, parse_verdicts
 from passhat.domains.registry import get_domain
 from passhat.domains.task_file import TaskFileError, unchanged_task_files
-from passhat.domains.tau2_version import rules_for
+from passhat.domains.tau2_version import GIVEN_UP, rules_for
 from passhat.infra import tracing
 from passhat.infra.store import ConfigMismatchError, Store
 
@@ -108,7 +108,17 @@ class ResultActivities:
     @activity.defn
     def open_trial(self, spec: TrialSpec) -> TrialOutcome | None:
         """Open the trial record, or reopen it on resume. A trial that was scored by an
-        earlier execution is final: its outcome is returned and nothing runs again."""
+        earlier execution is final: its outcome is returned and nothing runs again. A
+        trial its tau2 version gave up on (1.0.x: infrastructure_error, after re-running
+        it) starts again from the beginning, as tau2's resume drops such a simulation and
+        runs it afresh: its last attempt is set aside (or, where the run re-asks only the
+        judge, the judge's failed step)."""
+        prior = self.store.get_trial(spec.trial_id)
+        if prior is not None and prior.status == TRIAL_NOT_EVALUABLE and prior.termination_reason in GIVEN_UP:
+            if spec.rejudge and prior.error_class == JUDGE_ERROR:
+                self.store.discard_judge(spec.trial_id)
+            else:
+                self.store.discard_attempt(spec.trial_id)
         row = self.store.begin_trial(spec)
         if row.status == TRIAL_SCORED:
             return outcome_of(row)
@@ -139,7 +149,8 @@ class ResultActivities:
             else None
         )
         judged = self.store.get_step(judge_key(spec.trial_id), 0)
-        verdicts = parse_verdicts(judged.message_list()[-1].content) if judged else None
+        verdicts = (parse_verdicts(judged.message_list()[-1].content, rules_for(spec.tau2_version))
+                    if judged else None)
         with tracing.span("passhat.score", spec.trial_id, tracing.trial_attributes(spec)) as span:
             judged = {} if verdicts is None else {"nl_checks": verdicts}  # only judged domains take it
             score = get_domain(spec.domain).score(spec.task_id, messages, req.termination_reason, **judged)
@@ -181,10 +192,24 @@ class ResultActivities:
     def restart_trial(self, spec: TrialSpec) -> int | None:
         """Set the trial's conversation aside so that it runs again from the start, as
         the tau2 version's rules re-run a simulation that failed. The number of attempts
-        set aside, or None when the rules allow no more (the current attempt stands)."""
+        set aside, or None when the rules allow no more (the current attempt stands).
+        Histories recorded before set_attempt_aside (RERUN_BUDGET_PATCH) replay with it."""
         return self.store.discard_attempt(
             spec.trial_id, rules_for(spec.tau2_version).simulation_retries
         )
+
+    @activity.defn
+    def set_attempt_aside(self, spec: TrialSpec) -> int:
+        """Set the trial's attempt (its conversation and the judge's step) aside so that
+        it runs again from the start; the workflow counts the re-runs. The number of
+        attempts now set aside."""
+        return self.store.discard_attempt(spec.trial_id) or 0
+
+    @activity.defn
+    def set_judge_aside(self, spec: TrialSpec) -> int:
+        """Set the judge's failed step aside so that the judge is asked again (the run's
+        opt-in departure `rejudge`); the conversation stays."""
+        return self.store.discard_judge(spec.trial_id)
 
     def _closed(self, spec: TrialSpec) -> TrialOutcome:
         """The trial's outcome, and its root span in the trace."""

@@ -4,11 +4,11 @@ success probabilities; every gate is decided by the code `passhat gate` runs
 tasks, the evidence's `plan` for the next round's bets), thousands of simulated gates at
 once on arrays.
 
-    python bench/gate_calibration.py [--gates 1000] [--seed 0] [--k 1] [--end-to-end N]
+    python bench/gate_calibration.py [--gates 1000] [--seed 0] [--k 1] [--cases GROUPS] [--end-to-end N]
 
 Prints, per case, how often the gate says PASS / FAIL / INCONCLUSIVE, the mean
-conversations it spent against the fixed design (k=8 on every task, decided once by the
-same test), and the naive design (k=8, the point estimate compared with the threshold).
+conversations it spent, and the same beside the fixed design (every task its max trials,
+decided once by the same test). The cases come in groups (`cases`), --cases picks some.
 Monte Carlo margin: 2 standard errors of a rate at alpha.
 
 --end-to-end N then runs N gates of each of a few cases as `passhat gate` processes on
@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -48,26 +49,23 @@ def theta(ps: np.ndarray, k: int) -> float:
 
 
 class Suite:
-    """G simulated gates on one suite: each task's trials so far, and their evidence."""
+    """G simulated gates on one suite and one criterion: each task's blocks so far, and
+    their evidence. The trials themselves are drawn by the caller, shared by the criteria."""
 
-    def __init__(self, gates: int, ps: np.ndarray, criterion: gate.Criterion, baseline: np.ndarray | None = None):
+    def __init__(self, gates: int, ps: np.ndarray, criterion: gate.Criterion,
+                 baseline: "tuple[np.ndarray, np.ndarray] | None" = None):
         self.ps, self.k = ps, criterion.k
-        base = None if baseline is None else (baseline, np.ones(baseline.shape, bool))
-        self.evidence = Evidence(gates, len(ps), gate._bar(criterion), base)
-        self.trials = np.zeros((gates, len(ps)), int)
-        self.wins = np.zeros((gates, len(ps)), int)
+        self.evidence = Evidence(gates, len(ps), gate._bar(criterion), baseline)
 
-    def run(self, rng: np.random.Generator, live: np.ndarray, ran: np.ndarray, size: int) -> None:
-        """`size` more trials (a whole number of blocks) for the tasks where `ran`, in the
-        gates `live`; each block bet as the evidence plans from the blocks before it."""
-        outcomes = rng.random((*ran.shape, size)) < self.ps[None, :, None]
-        outcomes &= ran[..., None]
-        self.trials[live] += ran * size
-        self.wins[live] += outcomes.sum(axis=2)
+    def run(self, live: np.ndarray, ran: np.ndarray, outcomes: np.ndarray) -> None:
+        """A round's trials (live gates, tasks, size) for the tasks where `ran`, cut into
+        blocks of k within the round, each bet as the evidence plans from the blocks before
+        it (as gate.replay does); trials past the round's last whole block are not used."""
+        size = outcomes.shape[2]
+        used = size // self.k * self.k
         evidence = self.evidence.rows(live)
-        plan = evidence.plan()
-        for block in outcomes.reshape(*ran.shape, size // self.k, self.k).transpose(2, 0, 1, 3):
-            evidence.add(block.all(axis=2), ran, plan)
+        for block in outcomes[..., :used].reshape(*ran.shape, size // self.k, self.k).transpose(2, 0, 1, 3):
+            evidence.add(block.all(axis=2), ran, evidence.plan())
         self._put(live, evidence)
 
     def _put(self, live: np.ndarray, part: Evidence) -> None:
@@ -81,54 +79,81 @@ class Suite:
             whole.filled[live] = w.filled
 
 
-def baseline_blocks(rng: np.random.Generator, gates: int, ps: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """A baseline run of the fixed design: its block outcomes (gates, tasks, blocks) and wins."""
+def fixed_baseline(rng: np.random.Generator, gates: int, ps: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """A baseline run of the fixed design (FIXED_K trials a task): its blocks as the
+    virtual rounds gate.baseline_blocks makes of them, (outcomes, present)."""
     trials = rng.random((gates, len(ps), FIXED_K - FIXED_K % k)) < ps[None, :, None]
-    return trials.reshape(gates, len(ps), -1, k).all(axis=3), trials.sum(axis=2)
+    blocks = trials.reshape(gates, len(ps), -1, k).all(axis=3)
+    return blocks, np.ones(blocks.shape, bool)
 
 
-def naive_estimate(wins: np.ndarray, k: int) -> np.ndarray:
-    """Per gate, the mean over tasks of tau2's C(c, k) / C(n, k)."""
-    table = np.array([math.comb(c, k) / math.comb(FIXED_K, k) for c in range(FIXED_K + 1)])
-    return table[wins].mean(axis=1)
+def gate_baseline(history: list, gates: int, tasks: int) -> tuple[np.ndarray, np.ndarray]:
+    """An earlier gate's trials (pass^1: a block a trial) as gate.baseline_blocks feeds
+    them: its rounds in the order they ran, each round's trials by index."""
+    size = history[0][2].shape[2] if history else 1
+    outcomes = np.zeros((gates, tasks, len(history) * size), bool)
+    present = np.zeros(outcomes.shape, bool)
+    for r, (live, ran, drawn) in enumerate(history):
+        for j in range(size):
+            outcomes[live, :, r * size + j] = drawn[:, :, j]
+            present[live, :, r * size + j] = ran
+    return outcomes, present
 
 
-def adaptive(rng, ps, criterion, baseline, gates, max_trials):  # noqa: ANN001, ANN201
-    """Each gate's verdict (0 inconclusive, 1 PASS, 2 FAIL) and conversations."""
-    suite = Suite(gates, ps, criterion, baseline)
-    size = gate.round_trials([criterion])
+def adaptive(rng, ps, criteria, baseline, gates, max_trials, history=None):  # noqa: ANN001, ANN201
+    """Each gate's verdict (0 inconclusive, 1 PASS, 2 FAIL) and conversations, the rounds
+    chosen as gate.next_round chooses them: every criterion decided on its own evidence,
+    a task idle when idle for every open criterion, the gate stopped once its verdict is
+    known or every open criterion is futile. `history` (a list) receives each round's
+    (live gates, tasks run, trials)."""
+    suites = [Suite(gates, ps, c, baseline) for c in criteria]
+    size = gate.round_trials(criteria)
+    trials = np.zeros((gates, len(ps)), int)
     verdict = np.zeros(gates, int)
     live = np.arange(gates)
     while len(live):
-        passed, failed, idle, _ = gate.decide(criterion, suite.evidence.rows(live), max_trials // criterion.k)
+        decisions = [gate.decide(c, s.evidence.rows(live), max_trials // size * (size // c.k))
+                     for c, s in zip(criteria, suites)]
+        passed = np.all([d.passed for d in decisions], axis=0)
+        failed = np.any([d.failed for d in decisions], axis=0)
+        settled = np.all([d.passed | d.failed | d.futile for d in decisions], axis=0)
+        idle = np.all([d.idle for d in decisions], axis=0)  # a decided criterion's tasks are all idle
         verdict[live[passed]], verdict[live[failed]] = 1, 2
-        chosen = gate.open_mask(suite.trials[live], size, max_trials, idle)
+        chosen = gate.open_mask(trials[live], size, max_trials, idle, passed | failed | settled)
         running = chosen.any(axis=1)
         live, chosen = live[running], chosen[running]
-        suite.run(rng, live, chosen, size)
-    return verdict, suite.trials.sum(axis=1)
+        drawn = (rng.random((*chosen.shape, size)) < ps[None, :, None]) & chosen[..., None]
+        trials[live] += chosen * size
+        for s in suites:
+            s.run(live, chosen, drawn)
+        if history is not None and len(live):
+            history.append((live, chosen, drawn))
+    return verdict, trials.sum(axis=1)
 
 
-def fixed(rng, ps, criterion, baseline, gates, baseline_wins):  # noqa: ANN001, ANN201
-    """The fixed design's verdicts by the same test, and the naive design's."""
-    suite = Suite(gates, ps, criterion, baseline)
-    everything = np.arange(gates)
-    for _ in range(FIXED_K // criterion.k):
-        suite.run(rng, everything, np.ones(suite.trials.shape, bool), criterion.k)
-    passed, failed, _, _ = gate.decide(criterion, suite.evidence)
-    est = naive_estimate(suite.wins, criterion.k)
-    if criterion.kind == "regression":
-        est = est - naive_estimate(baseline_wins, criterion.k)
-    naive = np.where(est >= gate._bar(criterion), 1, 2)
-    return np.where(passed, 1, np.where(failed, 2, 0)), naive
+def fixed(rng, ps, criteria, baseline, gates, per_task):  # noqa: ANN001, ANN201
+    """The fixed design (per_task trials on every task, in rounds as the gate's, decided
+    once by the same test): each gate's verdict."""
+    suites = [Suite(gates, ps, c, baseline) for c in criteria]
+    size = gate.round_trials(criteria)
+    everything, ran = np.arange(gates), np.ones((gates, len(ps)), bool)
+    for _ in range(per_task // size):
+        drawn = rng.random((gates, len(ps), size)) < ps[None, :, None]
+        for s in suites:
+            s.run(everything, ran, drawn)
+    decisions = [gate.decide(c, s.evidence) for c, s in zip(criteria, suites)]
+    passed = np.all([d.passed for d in decisions], axis=0)
+    failed = np.any([d.failed for d in decisions], axis=0)
+    return np.where(failed, 2, np.where(passed, 1, 0))
 
 
 E2E_TASKS = 20  # airline tasks 0..19: scripted/oracle solves every airline task
 E2E_P = 0.7  # scripted/noisy-0.7: each trial succeeds with this chance, on every task
 
 
-def end_to_end(gates: int, simulated: int, rng: np.random.Generator, max_trials: int) -> None:
-    """`passhat gate` as real processes, N per case, beside the same cases simulated."""
+def end_to_end(gates: int, simulated: int, rng: np.random.Generator) -> None:
+    """`passhat gate` as real processes, N per case, beside the same cases simulated: the
+    noisy agent at 0.7 around its bars, and a perfect agent (scripted/oracle) at 0.95."""
     from passhat.testing.harness import PASSHAT, free_ports
 
     home = tempfile.mkdtemp(prefix="passhat-gate-bench-")
@@ -137,23 +162,26 @@ def end_to_end(gates: int, simulated: int, rng: np.random.Generator, max_trials:
                LITELLM_LOCAL_MODEL_COST_MAP="True")
     for name in ("TEMPORAL_ADDRESS", "PASSHAT_DB_URL", "GITHUB_STEP_SUMMARY"):
         env.pop(name, None)
-    suite = ["--domain", "airline", *[a for t in range(E2E_TASKS) for a in ("--task", str(t))],
-             "--agent-model", f"scripted/noisy-{E2E_P:g}", "--user-model", "scripted/oracle", "--workers", "1",
-             "--yes"]
-    ps = np.full(E2E_TASKS, E2E_P)
-    cases = [
-        ("holds by 0.2", gate.absolute(1, E2E_P - 0.2), ["--require", f"pass^1 >= {E2E_P - 0.2:g}"]),
-        ("violated by 0.2", gate.absolute(1, E2E_P + 0.2), ["--require", f"pass^1 >= {E2E_P + 0.2:g}"]),
-        ("at threshold", gate.absolute(1, E2E_P), ["--require", f"pass^1 >= {E2E_P:g}"]),
-        ("A/A regression, max-drop 0.1", gate.regression(1, 0.1), ["--max-drop", "0.1"]),
+    tasks = ["--domain", "airline", *[a for t in range(E2E_TASKS) for a in ("--task", str(t))],
+             "--user-model", "scripted/oracle", "--yes"]
+    noisy, oracle = ["--agent-model", f"scripted/noisy-{E2E_P:g}"], ["--agent-model", "scripted/oracle"]
+    p, one = np.full(E2E_TASKS, E2E_P), np.ones(E2E_TASKS)
+    cases = [  # name, agent, its per-task p, criterion, flags, max trials a task
+        ("holds by 0.2", noisy, p, gate.absolute(1, E2E_P - 0.2), ["--require", f"pass^1 >= {E2E_P - 0.2:g}"], 8),
+        ("violated by 0.2", noisy, p, gate.absolute(1, E2E_P + 0.2), ["--require", f"pass^1 >= {E2E_P + 0.2:g}"], 8),
+        ("at threshold", noisy, p, gate.absolute(1, E2E_P), ["--require", f"pass^1 >= {E2E_P:g}"], 8),
+        ("A/A regression, max-drop 0.1", noisy, p, gate.regression(1, 0.1), ["--max-drop", "0.1"], 8),
+        ("oracle, pass^1 >= 0.95", oracle, one, gate.absolute(1, 0.95), ["--require", "pass^1 >= 0.95"], 8),
+        ("oracle, pass^4 >= 0.95, max 16", oracle, one, gate.absolute(4, 0.95),
+         ["--require", "pass^4 >= 0.95", "--max-trials", "16"], 16),
     ]
-    print(f"\nEnd to end: {gates} `passhat gate` process(es) per case, {E2E_TASKS} airline tasks, "
-          f"scripted/noisy-{E2E_P:g} (true pass^1 = {E2E_P:g}), at most {max_trials} trials a task; "
+    print(f"\nEnd to end: {gates} `passhat gate` process(es) per case, {E2E_TASKS} airline tasks; "
           f"simulated: {simulated} gates of the same case")
     print(f"{'case':30} {'end to end: verdicts':>28} {'convs':>6} | {'simulated: PASS':>15} {'FAIL':>6} {'INC':>6} "
           f"{'convs':>6}")
     try:
-        for c, (name, criterion, flags) in enumerate(cases):
+        for c, (name, agent, ps, criterion, flags, max_trials) in enumerate(cases):
+            suite = [*tasks, *agent]
             verdicts, spent = [], []
             for g in range(gates):
                 seed = 1000 * (c * gates + g) + 1  # new draws for every gate; its rounds add 0, 1, ...
@@ -167,8 +195,8 @@ def end_to_end(gates: int, simulated: int, rng: np.random.Generator, max_trials:
                                              "--run-id", f"e2e-{c}-{g}", "-o", "json"))
                 verdicts.append(record["verdict"])
                 spent.append(record["conversations"])
-            baseline = baseline_blocks(rng, simulated, ps, 1)[0] if criterion.kind == "regression" else None
-            sim, sim_spent = adaptive(rng, ps, criterion, baseline, simulated, max_trials)
+            baseline = fixed_baseline(rng, simulated, ps, 1) if criterion.kind == "regression" else None
+            sim, sim_spent = adaptive(rng, ps, [criterion], baseline, simulated, max_trials)
             said = ", ".join(f"{v} {verdicts.count(v)}" for v in ("PASS", "FAIL", "INCONCLUSIVE") if v in verdicts)
             print(f"{name:30} {said:>28} {np.mean(spent):>6.0f} | "
                   + " ".join(f"{np.mean(sim == code):>{w}.3f}" for code, w in ((1, 15), (2, 6), (0, 6)))
@@ -189,13 +217,88 @@ def _passhat(env: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
+class Case(NamedTuple):
+    group: str
+    name: str
+    ps: np.ndarray
+    criteria: list
+    wrong: int  # the verdict that would be wrong here: 2 (FAIL) where every criterion holds, 1 where one is violated
+    max_trials: int
+    baseline: str | None = None  # "fixed": a fixed run of the same suite; "gate": an earlier gate on it
+    baseline_ps: np.ndarray | None = None
+
+
+def cases(rng: np.random.Generator, k: int, margin: float, max_trials: int) -> list[Case]:
+    """The cases by group (--cases picks groups): the leaderboard suite at pass^k ("classic"),
+    a perfect agent at high bars ("perfect"), pass^4 at 8 and 16 trials ("k4"), half the
+    tasks at 1 and half below ("half"), 5-task suites ("small"), pass^3 beside pass^4
+    ("k3k4"), and a regression against an earlier gate ("gatebase")."""
+    board = leaderboard_suite(rng)
+    t = theta(board, k)
+    broken = board.copy()
+    broken[:round(2 * margin * TASKS)] = 0.0  # breaks tasks that always succeeded: pass^k drops 2 margins
+    out = [
+        Case("classic", f"pass^{k} holds, at threshold", board, [gate.absolute(k, t)], 2, max_trials),
+        Case("classic", f"pass^{k} holds by {margin}", board, [gate.absolute(k, max(t - margin, 0))], 2, max_trials),
+        Case("classic", f"pass^{k} violated by {margin}", board, [gate.absolute(k, min(t + margin, 1))], 1, max_trials),
+        Case("classic", f"pass^{k} holds by {margin / 2:g}", board, [gate.absolute(k, max(t - margin / 2, 0))], 2,
+             max_trials),
+        Case("classic", "A/A regression, max-drop 0", board, [gate.regression(k, 0.0)], 2, max_trials, "fixed"),
+        Case("classic", f"A/A regression, max-drop {margin}", board, [gate.regression(k, margin)], 2, max_trials,
+             "fixed"),
+        Case("classic", f"regression, drop {2 * margin:g} > max-drop {margin}", broken, [gate.regression(k, margin)],
+             1, max_trials, "fixed", board),
+    ]
+    perfect = np.ones(20)
+    out += [Case("perfect", f"20 tasks at p=1, pass^1 >= {bar:g}", perfect, [gate.absolute(1, bar)], 2, 8)
+            for bar in (0.85, 0.9, 0.95, 0.99)]
+    out += [Case("perfect", f"20 tasks at p=1, pass^4 >= {bar:g}, max 16", perfect, [gate.absolute(4, bar)], 2, 16)
+            for bar in (0.9, 0.95)]
+    t4 = theta(board, 4)
+    for cap in (8, 16):
+        out += [
+            Case("k4", f"pass^4 holds at threshold, max {cap}", board, [gate.absolute(4, t4)], 2, cap),
+            Case("k4", f"pass^4 holds by 0.1, max {cap}", board, [gate.absolute(4, t4 - 0.1)], 2, cap),
+            Case("k4", f"pass^4 violated by 0.1, max {cap}", board, [gate.absolute(4, t4 + 0.1)], 1, cap),
+        ]
+    half = np.concatenate([np.ones(25), np.full(25, 0.7)])
+    out += [
+        Case("half", "25 at p=1, 25 at 0.7: at threshold", half, [gate.absolute(1, theta(half, 1))], 2, 8),
+        Case("half", "25 at p=1, 25 at 0.7: holds by 0.05", half, [gate.absolute(1, theta(half, 1) - 0.05)], 2, 8),
+        Case("half", "25 at p=1, 25 at 0.7: violated by 0.05", half, [gate.absolute(1, theta(half, 1) + 0.05)], 1, 8),
+    ]
+    small = np.array([1.0, 0.9, 0.7, 0.5, 0.2])
+    ts = theta(small, 1)
+    out += [
+        Case("small", "5 tasks: at threshold", small, [gate.absolute(1, ts)], 2, 8),
+        Case("small", "5 tasks: holds by 0.2", small, [gate.absolute(1, ts - 0.2)], 2, 8),
+        Case("small", "5 tasks: violated by 0.2", small, [gate.absolute(1, ts + 0.2)], 1, 8),
+    ]
+    t3 = theta(board, 3)
+    out += [
+        Case("k3k4", "pass^3 and pass^4 both at threshold, max 16", board,
+             [gate.absolute(3, t3), gate.absolute(4, t4)], 2, 16),
+        Case("k3k4", "pass^3 holds by 0.1, pass^4 violated by 0.1, max 16", board,
+             [gate.absolute(3, t3 - 0.1), gate.absolute(4, t4 + 0.1)], 1, 16),
+    ]
+    out += [
+        Case("gatebase", "A/A regression on an earlier gate, max-drop 0", board, [gate.regression(1, 0.0)], 2, 8,
+             "gate"),
+        Case("gatebase", "A/A regression on an earlier gate, max-drop 0.1", board, [gate.regression(1, 0.1)], 2, 8,
+             "gate"),
+    ]
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gates", type=int, default=1000, help="gates per case")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--margin", type=float, default=0.1)
-    parser.add_argument("--k", type=int, default=1, help="the k of the criteria")
-    parser.add_argument("--max-trials", type=int, default=None, help="per task; default passhat gate's")
+    parser.add_argument("--k", type=int, default=1, help="the k of the classic cases' criteria")
+    parser.add_argument("--max-trials", type=int, default=None, help="per task, classic cases; default passhat gate's")
+    parser.add_argument("--cases", default="classic,perfect,k4,half,small,k3k4,gatebase",
+                        help="groups of cases, comma-separated (see `cases`)")
     parser.add_argument("--end-to-end", type=int, default=0, metavar="N",
                         help="also run N `passhat gate` processes per end-to-end case")
     args = parser.parse_args()
@@ -203,53 +306,47 @@ def main() -> None:
 
     max_trials = args.max_trials or DEFAULT_MAX_TRIALS
     rng = np.random.default_rng(args.seed)
-    ps = leaderboard_suite(rng)
-    k, margin, alpha = args.k, args.margin, 1 - gate.DEFAULT_CONFIDENCE
-    t = theta(ps, k)
+    alpha = 1 - gate.DEFAULT_CONFIDENCE
     mc = 2 * math.sqrt(alpha * (1 - alpha) / args.gates)
-    fixed_convs = FIXED_K * TASKS
-    print(f"{TASKS} tasks, true pass^{k} = {t:.3f}; {args.gates} gates per case; alpha = {alpha:.2f}; "
-          f"Monte Carlo margin +-{mc:.3f}; adaptive rounds of {gate.round_trials([gate.absolute(k, 0.5)])} "
-          f"trials, at most {max_trials} per task; fixed design k={FIXED_K} ({fixed_convs} conversations)")
-    cases = [
-        ("holds, at threshold", gate.absolute(k, t), 2),
-        (f"holds by {margin}", gate.absolute(k, max(t - margin, 0)), 2),
-        (f"violated by {margin}", gate.absolute(k, min(t + margin, 1)), 1),
-        (f"holds by {margin / 2:g}", gate.absolute(k, max(t - margin / 2, 0)), 2),
-        ("A/A regression, max-drop 0", gate.regression(k, 0.0), 2),
-        (f"A/A regression, max-drop {margin}", gate.regression(k, margin), 2),
-        (f"regression, drop {2 * margin:g} > max-drop {margin}", gate.regression(k, margin), 1),
-    ]
-    names = {0: "INC", 1: "PASS", 2: "FAIL"}
-    print(f"{'case':34} {'wrong verdict':>18} {'PASS':>6} {'FAIL':>6} {'INC':>6} {'convs':>6} {'fewer':>6}"
-          f" | {'fixed k=8: wrong':>16} {'PASS':>6} {'FAIL':>6} | {'naive: wrong':>12} {'PASS':>6}")
-    for name, criterion, wrong in cases:
+    groups = args.cases.split(",")
+    print(f"{args.gates} gates per case; alpha = {alpha:.2f}; Monte Carlo margin +-{mc:.3f}; "
+          f"the classic cases on {TASKS} leaderboard-like tasks, the rest as named")
+    print("| case | wrong verdict | PASS | FAIL | INC | conversations | fewer than fixed | fixed: wrong | "
+          "fixed: PASS | fixed: FAIL | fixed: conversations |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    names = {1: "PASS", 2: "FAIL"}
+    for case in cases(rng, args.k, args.margin, max_trials):
+        if case.group not in groups:
+            continue
         started = time.monotonic()
-        baseline = baseline_wins = None
-        candidate = ps
-        if criterion.kind == "regression":
-            baseline, baseline_wins = baseline_blocks(rng, args.gates, ps, k)
-            if wrong == 1:  # the candidate breaks tasks that always succeeded: pass^k drops 2 margins
-                candidate = ps.copy()
-                candidate[:round(2 * margin * TASKS)] = 0.0
-        verdict, spent = adaptive(rng, candidate, criterion, baseline, args.gates, max_trials)
-        fixed_verdict, naive = fixed(rng, candidate, criterion, baseline, args.gates, baseline_wins)
+        baseline = fixed_base = None
+        if case.baseline == "fixed":
+            baseline = fixed_baseline(rng, args.gates, case.ps if case.baseline_ps is None else case.baseline_ps,
+                                      case.criteria[0].k)
+            fixed_base = baseline
+        elif case.baseline == "gate":  # an earlier gate, "holds by 0.1" on the same suite, as the baseline
+            history: list = []
+            adaptive(rng, case.ps, [gate.absolute(1, theta(case.ps, 1) - 0.1)], None, args.gates, case.max_trials,
+                     history)
+            baseline = fixed_base = gate_baseline(history, args.gates, len(case.ps))
+        verdict, spent = adaptive(rng, case.ps, case.criteria, baseline, args.gates, case.max_trials)
+        fixed_verdict = fixed(rng, case.ps, case.criteria, fixed_base, args.gates, case.max_trials)
+        fixed_convs = case.max_trials * len(case.ps)
 
         def rate(v, code):  # noqa: ANN001, ANN202
             return float(np.mean(v == code))
 
-        print(f"{name:34} {'false ' + names[wrong]:>11} {rate(verdict, wrong):.3f} {rate(verdict, 1):>6.3f} "
-              f"{rate(verdict, 2):>6.3f} {rate(verdict, 0):>6.3f} {spent.mean():>6.0f} "
-              f"{1 - spent.mean() / fixed_convs:>6.0%}"
-              f" | {rate(fixed_verdict, wrong):>16.3f} {rate(fixed_verdict, 1):>6.3f} {rate(fixed_verdict, 2):>6.3f}"
-              f" | {rate(naive, wrong):>12.3f} {rate(naive, 1):>6.3f}   ({time.monotonic() - started:.0f}s)",
+        print(f"| {case.name} | false {names[case.wrong]} {rate(verdict, case.wrong):.3f} | {rate(verdict, 1):.3f} | "
+              f"{rate(verdict, 2):.3f} | {rate(verdict, 0):.3f} | {spent.mean():.0f} | "
+              f"{1 - spent.mean() / fixed_convs:.0%} | {rate(fixed_verdict, case.wrong):.3f} | "
+              f"{rate(fixed_verdict, 1):.3f} | {rate(fixed_verdict, 2):.3f} | {fixed_convs} |  ({time.monotonic() - started:.0f}s)",
               flush=True)
-    print("wrong verdict: the rate of the error the case allows (false FAIL where the criterion holds, "
-          f"false PASS where it is violated); it must be at most {alpha:.2f} + {mc:.3f}. "
-          "PASS/FAIL/INC: the adaptive gate's verdicts (power: PASS where it holds by a margin, FAIL where "
-          f"violated); convs: mean conversations; fewer: than the fixed design's {fixed_convs}.")
+    print(f"wrong verdict: the rate of the error the case allows (false FAIL where every criterion holds, false "
+          f"PASS where one is violated); it must be at most {alpha:.2f} + {mc:.3f}. PASS/FAIL/INC: the adaptive "
+          "gate's verdicts (power: PASS where it holds by a margin, FAIL where violated); conversations: mean per "
+          "gate; fixed: every task its max trials, decided once by the same test.")
     if args.end_to_end:
-        end_to_end(args.end_to_end, args.gates, rng, max_trials)
+        end_to_end(args.end_to_end, args.gates, rng)
 
 
 if __name__ == "__main__":

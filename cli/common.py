@@ -18,9 +18,10 @@ from typer.core import TyperGroup
 
 from passhat.cli.run_options import UserInputError
 
-# Piped output keeps whole table rows rather than wrapping at rich's 80-column default.
-err_console = Console(stderr=True, soft_wrap=True)
-out_console = Console(width=None if sys.stdout.isatty() else 200)
+# No emoji codes: ":x:" in a path or a message (a passwd line, a transcript) stays as
+# written. Piped output keeps whole table rows rather than wrapping at rich's 80-column default.
+err_console = Console(stderr=True, soft_wrap=True, emoji=False)
+out_console = Console(width=None if sys.stdout.isatty() else 200, emoji=False)
 
 
 # Exit codes (docs/cli.md): 0 done; 1 some trials not evaluable or the budget stopped
@@ -91,6 +92,14 @@ def existing_run(store, run_id: str):  # noqa: ANN001, ANN201 - a Store, its Run
     if row is None:
         fail(f"no run '{run_id}' in the results store ({store.safe_url}); `passhat runs` lists them")
     return row
+
+
+def load_recorded_plugins(row) -> None:  # noqa: ANN001 - a RunRow
+    """Import the plugins a run was made with, as `resume` does: its domains may be
+    theirs, and reading its results (its tasks, its tau2 environment) needs them."""
+    from passhat.domains.plugins import load_run_plugins
+
+    load_run_plugins(row.run_id, row.run_config().plugins, [], then="run the command again")
 
 
 def check_output(output: str) -> None:

@@ -20,9 +20,8 @@ def execute_here(config, *, workers: int | None = None, **kwargs):  # noqa: ANN0
     """Run `execute`, with this process's worker and `workers - 1` more worker processes
     (default: one per core; none with --detach); Ctrl-C stops them all, so say how to
     carry on. The run's summary, or None when detached."""
-    from passhat.cli.worker_processes import default_process_count, worker_processes
+    from passhat.cli.worker_processes import default_process_count
     from passhat.domains.plugins import load_plugins
-    from passhat.workflows.worker import preload
 
     startup_mark("imported")
     extra = 0 if kwargs.get("detach") else (workers or default_process_count()) - 1
@@ -30,14 +29,7 @@ def execute_here(config, *, workers: int | None = None, **kwargs):  # noqa: ANN0
     # and the forked workers inherit the ones that do.
     load_plugins(config.plugins)
     try:
-        # Forked now, before this process has an event loop, a client or a thread; a
-        # results store that cannot be opened is reported first (and closed again: no
-        # connection is carried into the children).
-        if extra:
-            open_store().close()
-            preload(config.domains, config.plugins)
-        with worker_processes(extra, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
-                              provider_limits=config.provider_limits, plugins=config.plugins):
+        with forked_workers(config, extra):
             startup_mark("forked")
             return asyncio.run(execute(config, **kwargs))
     except KeyboardInterrupt:
@@ -50,6 +42,22 @@ def execute_here(config, *, workers: int | None = None, **kwargs):  # noqa: ANN0
             f"worker in this process stopped; {how} continues it",
             130,
         )
+
+
+@contextlib.contextmanager
+def forked_workers(config, extra: int):  # noqa: ANN001, ANN201 - a RunConfig
+    """`extra` worker processes for the run's queues, forked now, before this process has
+    an event loop, a client or a thread; a results store that cannot be opened is
+    reported first (and closed again: no connection is carried into the children)."""
+    from passhat.cli.worker_processes import worker_processes
+    from passhat.workflows.worker import preload
+
+    if extra:
+        open_store().close()
+        preload(config.domains, config.plugins)
+    with worker_processes(extra, max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+                          provider_limits=config.provider_limits, plugins=config.plugins) as pids:
+        yield pids
 
 
 async def execute(config, *, detach: bool, output: str, resume: bool = False,

@@ -98,8 +98,10 @@ def _criteria(settings: dict[str, Any], decide) -> list:  # noqa: ANN001 - the g
     return criteria
 
 
-def _baseline_outcomes(store, run_id: str) -> tuple[dict[str, list], set[int]]:  # noqa: ANN001
-    """A run's outcomes, or a gate's (all its rounds), and the seeds its runs sent."""
+def _baseline_outcomes(store, run_id: str) -> "tuple[dict[str, list] | list[dict[str, list]], set[int]]":  # noqa: ANN001
+    """A run's outcomes; or a gate's, one mapping per round in the order they ran, so its
+    blocks are bet in the order the gate chose them (passhat.results.gate.baseline_blocks);
+    and the seeds its runs sent."""
     from passhat.cli.rounds import outcomes, recorded_rounds
 
     runs = [run_id] if store.get_run(run_id) is not None else recorded_rounds(store, run_id)
@@ -110,7 +112,8 @@ def _baseline_outcomes(store, run_id: str) -> tuple[dict[str, list], set[int]]: 
     if len(models) > 1:
         raise UserInputError(f"--baseline {run_id} has several agent models ({', '.join(sorted(models))}); "
                              "give a run of one")
-    return outcomes(store, runs), {store.get_run(r).run_config().seed for r in runs}
+    seeds = {store.get_run(r).run_config().seed for r in runs}
+    return (outcomes(store, runs) if runs == [run_id] else [outcomes(store, [r]) for r in runs]), seeds
 
 
 def _request(store, base, criteria, baseline: str | None, cap: int):  # noqa: ANN001, ANN202

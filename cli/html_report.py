@@ -81,13 +81,17 @@ class TrialView(BaseModel):
     messages: list[Message]
     temporal_url: str | None
     jaeger_url: str | None
+    reviews: list[dict[str, Any]] = []  # `passhat review`, every judge's
 
 
 def trial_views(store, run: RunReport, ui: str | None, namespace: str, jaeger: str) -> list[TrialView]:  # noqa: ANN001
     """Every recorded trial of a run with its conversation and links. `ui` is the
     Temporal UI's base URL when it is known without starting anything (None for an
     imported run, which has no workflows)."""
+    from passhat.results.review_report import run_reviews_json
+
     steps = store.run_steps(run.run_id)
+    reviews = run_reviews_json(store, run.run_id)
     views = []
     for row in store.trials(run.run_id):
         temporal_url, jaeger_url = trial_links(row, None if run.imported else ui, namespace, jaeger)
@@ -102,15 +106,18 @@ def trial_views(store, run: RunReport, ui: str | None, namespace: str, jaeger: s
             messages=[m for s in steps.get(row.trial_id, []) for m in s.message_list()],
             temporal_url=None if temporal_url == "-" else temporal_url,
             jaeger_url=None if jaeger_url == "-" else jaeger_url,
+            reviews=reviews.get(row.trial_id, []),
         ))
     return views
 
 
-def render(report: Report, trials: dict[str, list[TrialView]]) -> str:
-    """The whole page. `trials` maps each run id to its trials (trial_views)."""
+def render(report: Report, trials: dict[str, list[TrialView]], reviews: list[list[str]] | None = None) -> str:
+    """The whole page. `trials` maps each run id to its trials (trial_views);
+    `reviews`, each run's LLM review summed up (passhat.results.review_report.lines)."""
     title = "passhat report " + ", ".join(r.run_id for r in report.runs)
     body = [f"<h1>{_e(title)}</h1>", _status(report), _summary(report), _charts(report),
-            _comparisons(report), _taxonomy(report), _grids(report), _drilldown(report, trials)]
+            _comparisons(report), _taxonomy(report), _review_section(reviews or []), _grids(report),
+            _drilldown(report, trials)]
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{_e(title)}</title><style>{_STYLE}</style><script>{_SCRIPT}</script></head>"
@@ -174,8 +181,9 @@ def _leaderboard(report: Report) -> str:
              for g in report.groups() if leaderboard_line(g)]
     if not lines:
         return ""
-    return ('<p class="departs">pass^k above leaves not-evaluable trials out; the public '
-            f"leaderboard counts them as failures:</p><ul>{''.join(lines)}</ul>")
+    return ('<p class="departs">pass^k above leaves not-evaluable trials out; so does the '
+            "public leaderboard (tau2 1.0.1's submit prepare), which also stops k at the "
+            f"fewest evaluable trials of a task:</p><ul>{''.join(lines)}</ul>")
 
 
 def _charts(report: Report) -> str:
@@ -224,6 +232,28 @@ def _taxonomy(report: Report) -> str:
         '<th class="l">termination</th><th class="l">failed part</th><th class="l">model errors</th>'
         f'<th class="l">not evaluable</th></tr>{rows}</table></section>'
     )
+
+
+def _review_section(reviews: list[list[str]]) -> str:
+    """The LLM reviews' summaries: categories per model, the failed trials blamed on the
+    user simulator, and the labelled sensitivity pass^k (never the official figure)."""
+    if not reviews:
+        return ""
+    blocks = "".join(f"<pre>{_e(chr(10).join(lines))}</pre>" for lines in reviews)
+    return ('<section id="review"><h2>LLM review</h2><p>A judge model\'s opinion of the trials '
+            "(<code>passhat review</code>); the official pass^k is above.</p>" + blocks + "</section>")
+
+
+def _review(view: TrialView) -> str:
+    out = []
+    for r in view.reviews:
+        head = (f"blame {r['blame']}, {len(r['errors'])} error(s)" if r["status"] == "reviewed"
+                else f"not reviewable ({r['reason']})")
+        items = "".join(f"<li>step {e['step']} {_e(e['side'])} <b>{_e(e['category'])}</b> ({_e(e['severity'])}): "
+                        f"<q>{_e(e['quote'])}</q> {_e(e['explanation'])}</li>" for e in r["errors"])
+        out.append(f"<h4>Review by {_e(r['judge_model'])} ({_e(r['prompt_version'])})</h4>"
+                   f"<p>{_e(head)}, cost ${r['cost']:.4f}</p><ul>{items}</ul>")
+    return "".join(out)
 
 
 def _grid(report: Report, group: GroupReport) -> str:
@@ -284,7 +314,7 @@ def _trial(view: TrialView) -> str:
         f'<h4>Reward breakdown</h4><table class="breakdown">{parts or "<tr><td>no part checked</td></tr>"}</table>'
         f"<details><summary>checks (tau2's reward info)</summary><pre>{_e(json.dumps(view.reward_info, indent=1, default=str))}</pre></details>"
         f'<h4>Transcript</h4><div class="transcript">{"".join(_message(m) for m in view.messages) or "(no steps recorded)"}</div>'
-        "</details>"
+        f"{_review(view)}</details>"
     )
 
 

@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from passhat.cli import admin_commands, gate_commands, result_commands, run_commands
+from passhat.cli import admin_commands, gate_commands, result_commands, review_commands, run_commands
 from passhat.cli.common import OneLineUsageErrors
 
 STARTUP_GC_THRESHOLD = 50_000  # new container objects between two young collections
@@ -29,6 +29,7 @@ app.command()(run_commands.demo)
 app.command()(run_commands.resume)
 app.command()(run_commands.cancel)
 app.command()(gate_commands.gate)
+app.command()(review_commands.review)
 app.command()(result_commands.runs)
 app.command()(result_commands.status)
 app.command()(result_commands.report)
@@ -43,7 +44,7 @@ app.add_typer(admin_commands.server_app, name="server")
 app.add_typer(admin_commands.search_attributes_app, name="search-attributes")
 
 # Commands that load tau2, whose loguru messages are routed to the log file first.
-_LOADS_TAU2 = {"run", "gate", "demo", "resume", "worker", "domains", "tasks", "export", "import"}
+_LOADS_TAU2 = {"run", "gate", "review", "demo", "resume", "worker", "domains", "tasks", "export", "import"}
 
 
 def _print_version(asked: bool) -> None:
@@ -80,7 +81,9 @@ def main() -> None:
     gc.set_threshold(STARTUP_GC_THRESHOLD)
     code = 0
     try:
-        app()
+        # Named, not guessed from the process: in the warm process's fork, click would
+        # guess `python -m passhat.cli.<argv[0]>` from its __main__ (passhat.cli.warm_server).
+        app(prog_name="passhat")
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     if "passhat.infra.tracing" in sys.modules:  # importing it costs a quarter second

@@ -24,11 +24,13 @@ def summary_table(summary: RunSummary) -> Table:
     title = f"passhat run {summary.run_id}"
     if summary.departures:
         title += "\nDEPARTS FROM tau2: " + "; ".join(summary.departures)
-    lost = [f"{r.agent_model} on {r.domain}: " + ", ".join(
+    lost = [f"{r.agent_model} on {r.domain}: " + (", ".join(
                 f"pass^{k} {v:.3f}" for k, v in sorted(r.pass_hat_k_leaderboard.items(), key=lambda kv: int(kv[0])))
+                or "no pass^k") + f" ({r.trials - r.evaluable} of {r.trials} trials left out)"
             for r in summary.results if r.pass_hat_k_leaderboard is not None]
-    caption = ("pass^k leaves not-evaluable trials out; as the leaderboard counts them "
-               "(failures): " + "; ".join(lost)) if lost else None
+    caption = ("pass^k leaves not-evaluable trials out; as the leaderboard counts (tau2 1.0.1 "
+               "submit prepare: left out too, k only up to a task's fewest evaluable trials): "
+               + "; ".join(lost)) if lost else None
     table = Table(title=title, caption=caption)
     for col in ("agent model", "user model", "domain", "tasks", "trials", "evaluable", "avg reward"):
         table.add_column(col, justify="right" if col in ("tasks", "trials", "evaluable", "avg reward") else "left")
@@ -295,3 +297,17 @@ def transcript(trial, steps, console: Console, judge=None) -> None:  # noqa: ANN
     if info:
         console.print("[bold]score[/]", highlight=False)
         console.print_json(json.dumps(info, default=str))
+
+
+def review_lines(reviews: list[dict], console: Console) -> None:
+    """A trial's LLM reviews (`passhat review`), one block per judge: each error with its
+    step, side, category, severity and quote."""
+    for r in reviews:
+        head = (f"[bold]review[/] by {escape(r['judge_model'])} ({escape(r['prompt_version'])}): "
+                + (f"blame {escape(str(r['blame']))}, {len(r['errors'])} error(s)" if r["status"] == "reviewed"
+                   else f"not reviewable ({escape(r['reason'] or '')})")
+                + f", cost ${r['cost']:.4f}")
+        console.print(head, highlight=False)
+        for e in r["errors"]:
+            console.print(f"  step {e['step']} {escape(e['side'])} {escape(e['category'])} ({escape(e['severity'])}): "
+                          f"\"{escape(e['quote'])}\" {escape(e['explanation'])}", highlight=False)

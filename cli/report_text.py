@@ -74,13 +74,29 @@ def _run_header(run) -> list[str]:  # noqa: ANN001 - a RunReport
 
 
 def leaderboard_line(group) -> str | None:  # noqa: ANN001 - a GroupReport
-    """pass^k as the leaderboard counts it, when some trial is not evaluable."""
-    if group.pass_hat_k_leaderboard is None:
+    """pass^k as the leaderboard counts it (what tau2 1.0.1's `submit prepare` computes
+    from these trials), when some trial is not evaluable, with what its rule hides beside
+    it: the trials it leaves out, a pass^k it cannot give, and the figure with them
+    counted as failures."""
+    board = group.pass_hat_k_leaderboard
+    if board is None:
         return None
     curve = ", ".join(f"pass^{k} {e.value:.3f} ({_ci(e)})"
-                      for k, e in sorted(group.pass_hat_k_leaderboard.items(), key=lambda kv: int(kv[0])))
-    return (f"as the leaderboard counts ({group.not_evaluable} not evaluable as failures): "
-            + (curve or "-"))
+                      for k, e in sorted(board.items(), key=lambda kv: int(kv[0])))
+    expected = group.trials // group.tasks if group.tasks else 0
+    shown = max(map(int, board), default=0)
+    notes = [f"it leaves out {group.leaderboard_left_out} of {group.trials} trials "
+             f"({group.not_evaluable} not evaluable), not counting them as failures"]
+    if shown < expected:
+        missing = f"pass^{shown + 1}" + (f"..{expected}" if expected > shown + 1 else "")
+        notes.append(f"no {missing}: a task has only {shown} evaluable trial"
+                     + ("" if shown == 1 else "s") if shown else "no pass^k at all: no trial was evaluable")
+    counted = group.pass_hat_k_failures_counted or {}
+    if counted:
+        notes.append("counted as failures (as prepare counts them under pandas 3.x): " + ", ".join(
+            f"pass^{k} {v:.3f}" for k, v in sorted(counted.items(), key=lambda kv: int(kv[0]))))
+    return "as the leaderboard counts (tau2 1.0.1 submit prepare, pandas 2.x): " + (curve or "-") + \
+        " -- " + "; ".join(notes)
 
 
 def _curve_rows(group) -> list[tuple[str, str, str, str]]:  # noqa: ANN001
@@ -214,7 +230,7 @@ def report_csv(report, by: str) -> str:  # noqa: ANN001
         return buffer.getvalue()
     ks = sorted({k for g in groups for k in g.pass_hat_k}, key=int)
     complete = {r.run_id: r.completeness.complete for r in report.runs}
-    # Counting not-evaluable trials as failures can give a task more trials, so more k.
+    # The leaderboard's k never exceeds the report's (it stops at a task's fewest trials).
     lost_ks = sorted({k for g in groups for k in g.pass_hat_k_leaderboard or {}} | set(ks), key=int)
     writer.writerow(key + ["complete", "tasks", "trials", "evaluable", "not_evaluable", "unfinished",
                            "avg_reward"]

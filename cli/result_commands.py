@@ -14,7 +14,16 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from passhat.cli.common import check_output, err_console, existing_run, fail, one_line_errors, open_store, out_console
+from passhat.cli.common import (
+    check_output,
+    err_console,
+    existing_run,
+    fail,
+    load_recorded_plugins,
+    one_line_errors,
+    open_store,
+    out_console,
+)
 from passhat.cli.run_options import UserInputError
 from passhat.contracts import RUN_IMPORTED, TRIAL_CANCELLED, TRIAL_RUNNING
 
@@ -183,11 +192,14 @@ def _write_report(store, result, output: str, by: str, out: str | None) -> None:
 
     if output == "table":
         if out is None:
-            report_text.report_table(result, by, out_console if out_console.is_terminal
-                                else Console(width=TABLE_WIDTH, soft_wrap=False))
+            console = out_console if out_console.is_terminal else Console(width=TABLE_WIDTH, soft_wrap=False)
+            report_text.report_table(result, by, console)
+            _review_summaries(store, result, console)
             return
         with open(out, "w") as f:
-            report_text.report_table(result, by, Console(file=f, width=TABLE_WIDTH))
+            console = Console(file=f, width=TABLE_WIDTH)
+            report_text.report_table(result, by, console)
+            _review_summaries(store, result, console)
         return
     if output == "html":
         from passhat.cli import html_report
@@ -197,10 +209,17 @@ def _write_report(store, result, output: str, by: str, out: str | None) -> None:
 
         # ui_url() only looks for a running embedded server: a report starts nothing.
         ui, namespace, jaeger = ui_url(), settings.temporal_namespace(), settings.jaeger_ui_url()
+        from passhat.results.review_report import lines, summary
+
+        reviews = [lines(data) for data in (summary(store, r.run_id) for r in result.runs) if data is not None]
         text = html_report.render(result, {r.run_id: trial_views(store, r, ui, namespace, jaeger)
-                                           for r in result.runs})
+                                           for r in result.runs}, reviews)
     elif output == "json":
-        text = result.model_dump_json(indent=1) + "\n"
+        from passhat.results.review_report import summary
+
+        # The LLM review of each run that has one (`passhat review`): never in place of pass^k.
+        reviews = {r.run_id: summary(store, r.run_id) for r in result.runs}
+        text = json.dumps({**json.loads(result.model_dump_json()), "reviews": reviews}, indent=1) + "\n"
     elif output == "csv":
         text = report_text.report_csv(result, by)
     else:
@@ -210,6 +229,16 @@ def _write_report(store, result, output: str, by: str, out: str | None) -> None:
     else:
         with open(out, "w") as f:
             f.write(text)
+
+
+def _review_summaries(store, result, console: Console) -> None:  # noqa: ANN001 - a Store, a Report
+    """Under the table: each run's LLM review, labelled as such (`passhat review`)."""
+    from passhat.results.review_report import lines, summary
+
+    for run in result.runs:
+        data = summary(store, run.run_id)
+        if data is not None:
+            console.print("\n".join(lines(data)), highlight=False, markup=False, soft_wrap=True)
 
 
 @one_line_errors
@@ -249,7 +278,8 @@ def show(
     output: str = typer.Option("table", "--output", "-o", help="table (the transcript) or json (one object, as a line of `export --format jsonl`)."),
 ) -> None:
     """Print a trial's transcript: messages, tool calls and results, the score breakdown."""
-    from passhat.cli.render import judge_json, transcript
+    from passhat.cli.render import judge_json, review_lines, transcript
+    from passhat.results.review_report import trial_reviews_json
 
     check_output(output)
     store = open_store()
@@ -261,6 +291,7 @@ def show(
     steps = store.steps(trial_id)
     # tau2 1.0.x's NL-assertion judge: a model call of its own, kept beside the conversation.
     judge = store.get_step(judge_key(trial_id), 0)
+    reviews = trial_reviews_json(store, trial_id)  # `passhat review`: every judge's
     if trial.status in (TRIAL_RUNNING, TRIAL_CANCELLED):
         # A trial's row gets its totals when it ends; until then its steps hold them.
         trial = trial.model_copy(update={
@@ -271,9 +302,10 @@ def show(
 
         print(json.dumps({**jsonl_line(trial.run_id, trial, steps),
                           "attempts": trial.attempts, "n_steps": trial.n_steps,
-                          "judge": judge_json(judge), "diagnosis": trial.diagnosis()}))
+                          "judge": judge_json(judge), "diagnosis": trial.diagnosis(), "reviews": reviews}))
         return
     transcript(trial, steps, out_console, judge=judge)
+    review_lines(reviews, out_console)
 
 
 @one_line_errors
@@ -288,7 +320,7 @@ def export(
     from passhat.results.exporting import export_run
 
     store = open_store()
-    existing_run(store, run_id)
+    load_recorded_plugins(existing_run(store, run_id))
     result = export_run(store, run_id, format, output_dir, partial=partial)
     for path in result.paths:
         print(path)
@@ -308,13 +340,17 @@ def import_files(
     domain: Optional[str] = typer.Option(None, "--domain", "-d", help="tau-bench files only: airline or retail, when the file does not show it."),
     agent_model: Optional[str] = typer.Option(None, "--agent-model", "-m", help="tau-bench files only: the agent model (default: from tau-bench's file name)."),
     user_model: Optional[str] = typer.Option(None, "--user-model", "-u", help="tau-bench files only: the user model (default: from tau-bench's file name)."),
+    plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help="Import this module first (repeat for several): it registers the files' domain; the run records it, as a run made with it would."),
 ) -> None:
     """Load results files into the store as an imported run that report, trials, show
     and export work on (it has no workflows: resume and cancel refuse it)."""
+    from passhat.domains.plugins import load_plugins, run_plugins
     from passhat.results import importing
 
+    plugins = run_plugins(plugin)
+    load_plugins(plugins)
     result = importing.import_files(open_store(), files, run_id=run_id, domain=domain,
-                                   agent_model=agent_model, user_model=user_model)
+                                   agent_model=agent_model, user_model=user_model, plugins=plugins)
     print(result.run_id)
     if result.already:
         err_console.print(f"already imported as run {result.run_id}; nothing changed", highlight=False)

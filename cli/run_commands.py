@@ -121,8 +121,11 @@ def cancel(run_id: str = typer.Argument(..., help="Run id.")) -> None:
     """Stop a run cleanly; what it recorded stays, and `passhat resume` can continue it."""
     from passhat.cli.rounds import recorded_rounds
 
+    from passhat.activities.review import review_workflow_id
+
     store = open_store()
-    if store.get_run(run_id) is not None or not recorded_rounds(store, run_id):  # else a gate's rounds
+    reviewing = run_id.endswith(review_workflow_id(""))  # a run's review: no run of its own
+    if not reviewing and (store.get_run(run_id) is not None or not recorded_rounds(store, run_id)):  # else a gate's rounds
         _refuse_imported(existing_run(store, run_id), "cancel")
     how = asyncio.run(_cancel(store, run_id))
     out_console.print(f"run {run_id}: {how}")

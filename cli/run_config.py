@@ -280,6 +280,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         timeout=options.timeout,
         seed=options.seed,
         lenient_tool_arguments=options.lenient_tool_args,
+        rejudge=_rejudge(options.rejudge),
         agent=agent,
         agent_prompt=agent_prompt,
         plugins=plugins,
@@ -377,6 +378,18 @@ def _judge(options: RunOptions) -> tuple[str | None, dict[str, Any]]:
     if options.judge_args is not None:
         args = _model_args(options.judge_args, "--judge-args")
     return model, args
+
+
+def _rejudge(rejudge: bool) -> bool:
+    """--rejudge, refused where the installed tau2 has no judge to re-ask."""
+    from passhat.domains.tau2_version import installed_rules
+
+    if rejudge and not installed_rules().grades_nl_assertions:
+        raise UserInputError(
+            "--rejudge (a sweep file's rejudge) needs tau2 1.0.x: the installed tau2 "
+            "grades no NL assertions"
+        )
+    return rejudge
 
 
 def _check_timeout(timeout: float | None) -> None:

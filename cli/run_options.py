@@ -130,6 +130,9 @@ class RunOptions:
     lenient_tool_args: bool = option(
         False, "--lenient-tool-args", kind="boolean",
         help="Departure from tau2, recorded on the run and shown in reports: answer tool arguments that are not valid JSON with a tool error instead of ending the conversation as agent_error.")
+    rejudge: bool = option(
+        False, "--rejudge", kind="boolean",
+        help="Departure from tau2 1.0.x, recorded on the run and shown in reports: a judge reply tau2 cannot read re-asks the judge alone (up to tau2's number of re-runs), keeping the conversation, instead of re-running the whole simulation as tau2 does.")
     retry_for: str | float = option(
         f"{_RETRY.retry_for_s / 60:g}m", "--retry-for", kind="duration", at_least=1, unit="seconds",
         cli_type=str,

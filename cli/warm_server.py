@@ -11,7 +11,7 @@ IDLE_S without a command, once the embedded Temporal server stops answering, whe
 packages or environment (keys and per-shell variables aside) differ from what it
 started with; the next command then runs the usual way and starts a new one.
 
-Run as `python -m passhat.cli.warm_server`; nothing of the command line (its consoles
+Run as `python -P -m passhat.cli.warm_server`; nothing of the command line (its consoles
 read the terminal when imported) is imported here before a fork."""
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def preload() -> None:
 
 def main() -> NoReturn:
     if len(sys.argv) > 1:  # what a `passhat` command has first on its import path
-        sys.path[0] = sys.argv[1]
+        sys.path.insert(0, sys.argv[1])  # started with -P: nothing of its folder is there
     home = settings.home()
     home.mkdir(parents=True, exist_ok=True)
     global _lock

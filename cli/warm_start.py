@@ -149,9 +149,13 @@ def start_warm_process() -> None:
     try:
         logs.mkdir(parents=True, exist_ok=True)
         with open(logs / LOG_NAME, "ab") as log:
-            # Its first import path is this command's (the `passhat` script's folder),
-            # not the folder it is started in, which `python -m` would put there.
-            subprocess.Popen([sys.executable, "-m", "passhat.cli.warm_server", sys.path[0]], env=env,
+            # -P: the folder it is started in is never on its import path, as `python -m`
+            # would put it first; from the folder holding a checkout named `passhat`, that
+            # would import the folder as a namespace package. Its first import path is
+            # this command's (the `passhat` script's folder). It keeps this folder as its
+            # working directory: a relative PASSHAT_HOME or store URL means what it means
+            # here (each command runs in its own caller's folder all the same).
+            subprocess.Popen([sys.executable, "-P", "-m", "passhat.cli.warm_server", sys.path[0]], env=env,
                              stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True, close_fds=True)
     except OSError:

@@ -12,17 +12,33 @@ task says must be communicated, then the user stops) and scored by the domain:
   nothing and says nothing.
 
 A conversation that still scores 1.0 in those cases is an evaluation that cannot fail.
+
+It also reads each `communicate_info` string as tau2's COMMUNICATE check does (a
+case-insensitive substring of an agent's message, commas removed): one that the agent's
+greeting or an ordinary reply naming no task data (ORDINARY_REPLIES) already contains
+passes by chance, whatever the agent told the user.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from passhat.contracts import STOP_TOKEN, GoldAction, Message, TaskInfo, ToolCall, is_success
+from passhat.contracts import AGENT_GREETING, STOP_TOKEN, GoldAction, Message, TaskInfo, ToolCall, is_success
 from passhat.domains.base import Domain
 from passhat.domains.plugins import last_line
 
 NOTHING_SAID = "Your request has been handled."
+# What an agent says in any domain without naming a task's data: a communicate_info
+# string inside one of them is met by replies like these (docs/plugins.md lists them).
+ORDINARY_REPLIES = (
+    AGENT_GREETING,
+    NOTHING_SAID,
+    "Thank you. Let me look up your account and check the details.",
+    "Could you confirm your name, your user id or the email address on the account?",
+    "I have already checked: your request is pending and will be processed shortly.",
+    "I'm sorry, I cannot do that under our policy. Is there anything else I can help you with?",
+    "Done. You will receive a confirmation by email; have a nice day!",
+)
 
 
 @dataclass
@@ -61,6 +77,8 @@ def check_task(domain: Domain, task_id: str) -> TaskCheck:
     # Saying nothing may rightly score 1.0 when the task has nothing to communicate and
     # changes the state: the state is what is checked. A task that changes nothing must
     # at least fail an agent that does nothing and says nothing.
+    result.findings += [weak_info_finding(info) for info in task.communicate_info
+                        if ordinary_reply_with(info) is not None]
     if is_success(full) and (task.communicate_info or not writes):
         actions = task.gold_actions if writes else []
         try:
@@ -70,6 +88,19 @@ def check_task(domain: Domain, task_id: str) -> TaskCheck:
         if is_success(reward):
             result.findings.append("still scores 1.0 when the agent communicates nothing")
     return result
+
+
+def ordinary_reply_with(info: str) -> str | None:
+    """The first ordinary reply (ORDINARY_REPLIES) in which tau2's COMMUNICATE check
+    would find `info`, or None."""
+    return next((r for r in ORDINARY_REPLIES if info.lower() in r.lower().replace(",", "")), None)
+
+
+def weak_info_finding(info: str) -> str:
+    reply = ordinary_reply_with(info)
+    return (f"communicate_info {info!r} is met by chance: tau2 looks for it in the agent's messages "
+            f"(any case), and a reply naming no task data already has it ({reply!r}); "
+            "name the task's data (an amount, an id, a date) instead")
 
 
 def _said(task: TaskInfo) -> str:

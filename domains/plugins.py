@@ -51,7 +51,7 @@ def load_plugins(modules: list[str]) -> None:
         _load(spec)
 
 
-def load_run_plugins(run_id: str, recorded: list[str], given: list[str]) -> None:
+def load_run_plugins(run_id: str, recorded: list[str], given: list[str], then: str = "resume again") -> None:
     """Import the plugins of a recorded run that is being continued (`resume`), whose
     work goes to its plugin set's task queue as recorded.
 
@@ -63,7 +63,8 @@ def load_run_plugins(run_id: str, recorded: list[str], given: list[str]) -> None
     would then hold work done by two different plugin sets. A run with other plugins is
     a new run, with a new --run-id.
 
-    A recorded plugin that does not import here is one line naming it and the run."""
+    A recorded plugin that does not import here is one line naming it and the run, and
+    saying what to do `then` (the commands that read a run's results pass no `given`)."""
     if given and run_plugins(given) != run_plugins(recorded):
         asked, wanted = run_plugins(given), run_plugins(recorded)
         added = [p for p in asked if p not in wanted]
@@ -83,7 +84,7 @@ def load_run_plugins(run_id: str, recorded: list[str], given: list[str]) -> None
                 raise
             raise PluginError(
                 f"run {run_id} needs plugin {spec}, which does not import here: {err.reason}; "
-                "put its folder on PYTHONPATH (or install it) and resume again") from None
+                f"put its folder on PYTHONPATH (or install it) and {then}") from None
 
 
 def loaded_plugins() -> list[str]:

@@ -63,9 +63,17 @@ class Tau2Rules:
     # read-only and hallucinated calls, so passhat's shortcut of the 26.3 replay does
     # not apply) rather than passhat's cached equivalent of it (26.3).
     evaluator_replay: str
-    # How the public leaderboard counts a simulation that ended as `exhausted_reason`
-    # (1.0.x release notes: as a failure).
-    leaderboard_counts_exhausted_as: float | None
+    # How the NL-assertion judge's reply is read, as the version's evaluator reads it:
+    # json.loads of the reply's text, `results` (absent: none), and each result through
+    # the version's own verdict model ("module:Class"; 1.0.x: NLAssertionCheck, a pydantic
+    # model read in lax mode, so "false" is False, 1 is True, null is a validation error).
+    # None for a version that grades no NL assertions.
+    judge_verdict_model: str | None
+    # What a judge reply the version cannot read does to the simulation. "rerun": tau2's
+    # evaluation raises inside its run_with_retry, so the whole simulation runs again
+    # (as for a model failure, `simulation_retries` times) and then ends as
+    # `exhausted_reason` (1.0.x). None for a version that grades no NL assertions.
+    on_judge_failure: str | None
 
 
 RULES: dict[str, Tau2Rules] = {
@@ -79,7 +87,8 @@ RULES: dict[str, Tau2Rules] = {
         timeout_reason=None,
         grades_nl_assertions=False,
         evaluator_replay="passhat",
-        leaderboard_counts_exhausted_as=None,
+        judge_verdict_model=None,
+        on_judge_failure=None,
     ),
     "1.0": Tau2Rules(
         family="1.0",
@@ -91,7 +100,8 @@ RULES: dict[str, Tau2Rules] = {
         timeout_reason="timeout",
         grades_nl_assertions=True,
         evaluator_replay="tau2",
-        leaderboard_counts_exhausted_as=0.0,
+        judge_verdict_model="tau2.data_model.simulation:NLAssertionCheck",
+        on_judge_failure="rerun",
     ),
 }
 

@@ -17,6 +17,8 @@ custom-provider hook, so they travel the same code path as any real provider.
   trial's seed, so a bench or a test knows the ground truth; each errs on its own side
   only and plays the oracle on the other.
 - `scripted/judge` grades tau2 1.0.x's NL assertions offline: every assertion is met.
+- `scripted/reviewer` (and its variants) reviews a trial for `passhat review`
+  (passhat.infra.scripted_review).
 - A `latency` model argument (seconds) delays every answer, to measure throughput.
 
 The model learns which task it plays from the call's litellm `metadata`
@@ -36,6 +38,7 @@ import uuid
 from typing import Any, Callable
 
 from passhat.contracts import STOP_TOKEN, TaskInfo
+from passhat.infra import scripted_review
 from passhat.infra.scripted_faults import (
     AgentFault,
     DomainFacts,
@@ -96,13 +99,13 @@ def parse_name(name: str) -> float:
 
 def model_family(name: str) -> tuple[str, float]:
     """A scripted model name's family (oracle, judge, noisy, faulty, faulty-user) and P."""
-    if name in ("oracle", "judge"):
+    if name in ("oracle", "judge") or name in scripted_review.MODELS:
         return name, 1.0
     match = _MODEL.fullmatch(name)
     if match and 0.0 <= float(match.group(2)) <= 1.0:
         return match.group(1), float(match.group(2))
     raise ScriptedModelError(
-        f"unknown scripted model 'scripted/{name}': use scripted/oracle, scripted/judge, or one "
+        f"unknown scripted model 'scripted/{name}': use scripted/oracle, scripted/judge, scripted/reviewer, or one "
         "with 0 <= P <= 1: scripted/noisy-P (e.g. scripted/noisy-0.7), scripted/faulty-P or "
         "scripted/faulty-user-P"
     )
@@ -127,7 +130,9 @@ def _answer(task_of: TaskLookup, facts_of: FactsLookup | None, model: str, messa
     task = task_of(meta["domain"], meta["task_id"])
     role = meta.get("role", "assistant")
     seed = params.get("seed")
-    if role == "judge":
+    if model in scripted_review.MODELS:
+        message = scripted_review.review_turn(model, messages)
+    elif role == "judge":
         message = judge_turn(messages)
     elif role == "user":
         fault = None

@@ -28,6 +28,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlmodel import Session, SQLModel, col, delete, select, update
 
 from passhat.contracts import (
+    JUDGE_SUFFIX,
     RUN_IMPORTED,
     RUN_RUNNING,
     RUN_STATUSES,
@@ -453,32 +454,42 @@ class Store:
             },
         )
 
-    def discard_attempt(self, trial_id: str, keep_at_most: int) -> int | None:
-        """Set the trial's current conversation aside so that it starts again from the
-        beginning (tau2 1.0.x re-runs a simulation that raised). Its steps stay recorded,
-        under `discarded_trial_id(trial_id, n)`: they were paid for, and the run's cost
-        counts them. Returns how many attempts are now set aside, or None when
-        `keep_at_most` are already and the current one must stand. Safe to repeat: with
-        no current steps nothing is moved and the count is returned again."""
+    def discard_attempt(self, trial_id: str, keep_at_most: int | None = None) -> int | None:
+        """Set the trial's current attempt aside so that it starts again from the
+        beginning (tau2 1.0.x re-runs a simulation that raised). Its steps, and the steps
+        kept beside them (the judge's, `<trial>~judge`), stay recorded under
+        `discarded_trial_id(trial_id, n)` (the judge's as `<that>~judge`): they were paid
+        for, and the run's cost counts them. Returns how many attempts are now set aside,
+        or None when `keep_at_most` are already and the current one must stand (None: no
+        limit). Safe to repeat: with no current steps nothing is moved and the count is
+        returned again."""
         prefix = f"{trial_id}{DISCARDED}"
         with self._session() as s:
-            done = s.exec(
-                select(func.count(func.distinct(StepRow.trial_id))).where(
-                    StepRow.trial_id.startswith(prefix)  # type: ignore[attr-defined]
-                )
-            ).one()
-            rows = list(s.exec(select(StepRow).where(StepRow.trial_id == trial_id)))
+            done = _set_aside_count(s, prefix)
+            rows = list(s.exec(select(StepRow).where(
+                (StepRow.trial_id == trial_id)
+                | (StepRow.trial_id.startswith(f"{trial_id}~")  # type: ignore[attr-defined]
+                   & ~StepRow.trial_id.startswith(prefix))  # type: ignore[attr-defined]
+            )))
+            if not any(row.trial_id == trial_id for row in rows):
+                return done
+            if keep_at_most is not None and done >= keep_at_most:
+                return None
+            _move_steps(s, rows, trial_id, discarded_trial_id(trial_id, done + 1))
+            return done + 1
+
+    def discard_judge(self, trial_id: str) -> int:
+        """Set the judge's step of the trial aside (`<trial>~judge` becomes
+        `<trial>~judge~discarded-n`), so that the judge is asked again while the
+        conversation stays; the run's cost still counts it. Returns how many judge steps
+        are now set aside."""
+        judge = f"{trial_id}{JUDGE_SUFFIX}"
+        with self._session() as s:
+            done = _set_aside_count(s, f"{judge}{DISCARDED}")
+            rows = list(s.exec(select(StepRow).where(StepRow.trial_id == judge)))
             if not rows:
                 return done
-            if done >= keep_at_most:
-                return None
-            aside = discarded_trial_id(trial_id, done + 1)
-            for row in rows:
-                s.exec(
-                    update(StepRow)
-                    .where(StepRow.id == row.id)
-                    .values(trial_id=aside, id=step_id(aside, row.step))
-                )
+            _move_steps(s, rows, judge, discarded_trial_id(judge, done + 1))
             return done + 1
 
     def mark_cancelled(self, trial_id: str) -> None:
@@ -769,3 +780,20 @@ class Store:
             for outcome in outcomes:
                 s.add(TaskResultRow(**task_result_values(outcome)))
         return True
+
+
+def _set_aside_count(s: Session, prefix: str) -> int:
+    """How many attempts are set aside under `prefix` (`<id>~discarded-`): the largest n
+    of `<id>~discarded-n` (the steps kept beside one, `...-n~judge`, are not another)."""
+    ids = s.exec(select(StepRow.trial_id).distinct().where(
+        StepRow.trial_id.startswith(prefix)  # type: ignore[attr-defined]
+    )).all()
+    numbers = [i[len(prefix):].split("~", 1)[0] for i in ids]
+    return max((int(n) for n in numbers if n.isdigit()), default=0)
+
+
+def _move_steps(s: Session, rows: list[StepRow], from_id: str, to_id: str) -> None:
+    """Re-key steps of `from_id` (and of ids beginning with it) under `to_id`."""
+    for row in rows:
+        moved = to_id + row.trial_id[len(from_id):]
+        s.exec(update(StepRow).where(StepRow.id == row.id).values(trial_id=moved, id=step_id(moved, row.step)))

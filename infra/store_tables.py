@@ -193,12 +193,64 @@ def task_result_values(outcome: TaskOutcome) -> dict[str, Any]:
     return values
 
 
+class ReviewCallRow(SQLModel, table=True):
+    """One model call of a review (`passhat review`): the judge's answer as it came, with
+    what it cost, written once under (review, call) before the activity reports, so a
+    call that was answered is never paid for again. Call 0 is the request, call 1 the
+    one resend a rejected answer gets."""
+
+    __tablename__ = "review_calls"
+
+    id: str = Field(primary_key=True)  # f"{review_id}#{call}"
+    review_id: str = Field(index=True)
+    review_key: str = Field(index=True)
+    run_id: str = Field(index=True)
+    call: int
+    model: str | None = None
+    reply: str | None = Field(default=None, sa_type=Text)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    latency_s: float = 0.0
+    created_at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime())
+
+
+class ReviewRow(SQLModel, table=True):
+    """A trial's review by one judge (model and args) under one prompt version: the
+    errors found, or why the trial is not reviewable; its tokens and cost are its
+    calls' (ReviewCallRow)."""
+
+    __tablename__ = "reviews"
+
+    id: str = Field(primary_key=True)  # f"{trial_id}~review-{review key}"
+    review_key: str = Field(index=True)  # passhat.domains.review: judge, args, prompt version
+    run_id: str = Field(index=True)
+    trial_id: str = Field(index=True)
+    judge_model: str
+    judge_args_json: str = Field(default="{}", sa_type=Text)
+    prompt_version: str
+    status: str  # "reviewed" | "not_reviewable"
+    blame: str | None = None  # agent | user | both | none
+    errors_json: str = Field(default="[]", sa_type=Text)
+    reason: str | None = Field(default=None, sa_type=Text)  # why not reviewable
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    created_at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime())
+
+    def errors(self) -> list[dict[str, Any]]:
+        return json.loads(self.errors_json)
+
+
 TABLES = [
     RunRow.__table__,
     TrialRow.__table__,
     StepRow.__table__,
     TaskResultRow.__table__,
     RunTasksRow.__table__,
+    ReviewCallRow.__table__,
+    ReviewRow.__table__,
 ]
 
 

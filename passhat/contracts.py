@@ -30,6 +30,9 @@ DEFAULT_TEMPERATURE = 0.0
 # tau2's generate sends a request again when the reply is empty (no text, no tool calls),
 # this many times, before the conversation fails.
 EMPTY_REPLY_RETRIES = 3
+# Where a trial's NL-assertion judge step is recorded in the results store: under
+# "<trial id>~judge", beside the conversation (steps kept beside it count in its cost).
+JUDGE_SUFFIX = "~judge"
 
 # The agent prompt template (--agent-prompt): the domain's policy goes where this is.
 POLICY_PLACEHOLDER = "{policy}"
@@ -209,6 +212,10 @@ class TrialSettings(BaseModel):
     # answered with an error tool message and the conversation goes on. tau2 ends the
     # conversation as agent_error instead.
     lenient_tool_arguments: bool = False
+    # A departure from tau2 1.0.x (opt-in): a judge reply that cannot be read re-asks the
+    # judge alone (as many times as tau2 re-runs a simulation), keeping the conversation.
+    # tau2 re-runs the whole simulation instead (its evaluation raised).
+    rejudge: bool = False
     # The tau2 version the run is made with ("26.3", "1.0.1"): its rules (domains/
     # tau2_version.RULES) decide the conversation. None: recorded before passhat kept
     # it, when 26.3 was the only one.
@@ -264,9 +271,13 @@ class TrialSettings(BaseModel):
 
     def departures(self) -> list[str]:
         """How these settings depart from tau2's rules, in words for report headers."""
+        out = []
         if self.lenient_tool_arguments:
-            return ["lenient tool arguments (invalid JSON answered with a tool error)"]
-        return []
+            out.append("lenient tool arguments (invalid JSON answered with a tool error)")
+        if self.rejudge:
+            out.append("rejudge (an unreadable judge reply re-asks the judge alone; tau2 "
+                       "re-runs the whole simulation)")
+        return out
 
 
 # RunConfig fields passhat began to record after runs already existed. A stored run
@@ -338,7 +349,7 @@ class RunConfig(TrialSettings):
         timeout count only when a run has them, so a run stored before they existed keeps
         its fingerprint."""
         exclude = {"concurrency", "retry", "provider_limits", "max_cost", "expected_calls"}
-        for name in ("agent_model_args", "agent", "agent_prompt", "plugins", "timeout"):
+        for name in ("agent_model_args", "agent", "agent_prompt", "plugins", "timeout", "rejudge"):
             if not getattr(self, name):  # absent from runs stored before it existed
                 exclude.add(name)
         for recorded_later in (*RECORDED_LATER, "domain_digests"):
@@ -483,8 +494,10 @@ class ModelDomainSummary(BaseModel):
     pass_hat_k: dict[str, float]
     # pass@k: the chance that at least one of k trials succeeds, averaged over tasks.
     pass_at_k: dict[str, float] = Field(default_factory=dict)
-    # pass^k as the public leaderboard counts it, trials that were not evaluable counted
-    # as failures; None when every trial was evaluable (then it is pass_hat_k).
+    # pass^k as the public leaderboard counts it (tau2 1.0.1's `submit prepare`): trials
+    # that were not evaluable left out, k only up to the fewest evaluable trials of a
+    # task (metrics.leaderboard_curves); None when every trial was evaluable (then it is
+    # pass_hat_k).
     pass_hat_k_leaderboard: dict[str, float] | None = None
 
 

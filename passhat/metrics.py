@@ -45,6 +45,21 @@ def mean_over_tasks(per_task: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
+def leaderboard_curves(tasks: list[tuple[int, int]], trials: int) -> list[dict[str, float]]:
+    """Per-task pass^k curves as tau2 1.0.1's metrics count them (metrics/agent_metrics.py,
+    what `tau2 submit prepare` writes into a submission). `tasks` holds (successes,
+    evaluable trials) per task. Trials that were not evaluable (infrastructure_error in a
+    tau2 file) are left out, not counted as failures; a task with no evaluable trial
+    is left out altogether; and k stops at the fewest evaluable trials any remaining task
+    has (and at `trials`, the run's number): one task with a single evaluable trial
+    leaves pass^1 alone. The leaderboard's figure is the mean of these curves."""
+    counted = [(s, n) for s, n in tasks if n]
+    if not counted:
+        return []
+    top = min(trials, min(n for _, n in counted))
+    return [{str(k): pass_hat(s, n, k) for k in range(1, top + 1)} for s, n in counted]
+
+
 def task_outcome(task, rewards: list[float], trials: int) -> TaskOutcome:  # noqa: ANN001 - a TaskUnit
     """One task's result from the rewards of its evaluable trials (trials that are not
     evaluable, infrastructure failures, are left out of pass^k)."""
@@ -88,9 +103,11 @@ def summarize(
                 avg_reward=reward_sum / evaluable if evaluable else None,
                 pass_hat_k=mean_over_tasks([r.pass_hat for r in rows]),
                 pass_at_k=mean_over_tasks([pass_at_curve(r.successes, r.evaluable) for r in scored]),
-                # The leaderboard counts a trial that was not evaluable as a failure.
+                # What tau2 1.0.1's `submit prepare` computes from these trials, when some
+                # trial is left out of it.
                 pass_hat_k_leaderboard=(
-                    mean_over_tasks([pass_hat_curve(r.successes, r.trials) for r in rows if r.trials])
+                    mean_over_tasks(leaderboard_curves([(r.successes, r.evaluable) for r in rows],
+                                                       max(r.trials for r in rows)))
                     if evaluable < sum(r.trials for r in rows) else None),
             )
         )

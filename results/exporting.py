@@ -59,7 +59,9 @@ def export_run(store, run_id: str, fmt: str, out_dir: str, *, partial: bool = Fa
         kept = {domain: row.tasks() for domain, row in store.run_tasks(run_id).items()}
         files, written = _tau2_files(config, rows, steps, partial, kept, imported)
     else:
-        files, written = _jsonl_files(config, rows, steps, partial)
+        from passhat.results.review_report import run_reviews_json
+
+        files, written = _jsonl_files(config, rows, steps, partial, run_reviews_json(store, run_id))
     paths = _write_all(Path(out_dir), files)
     return Exported(paths=paths, trials=written, left_out=len(rows) - written, partial=partial,
                     tau2=tau2_words(config.tau2_version, config.tau2_data, imported))
@@ -110,11 +112,14 @@ def _tau2_files(config: RunConfig, rows, steps, partial: bool,  # noqa: ANN001
     return files, written
 
 
-def _jsonl_files(config: RunConfig, rows, steps, partial: bool) -> tuple[dict[str, str], int]:  # noqa: ANN001
+def _jsonl_files(config: RunConfig, rows, steps, partial: bool,  # noqa: ANN001
+                 reviews: dict[str, list[dict]]) -> tuple[dict[str, str], int]:
     # Every line says which tau2 (and data) its trial was made with, and its domain's digest.
     tau2 = {"tau2_version": config.tau2_version, "tau2_data": config.tau2_data}
     digests = config.domain_digests or {}
-    lines = [json.dumps({**jsonl_line(config.run_id, r, steps.get(r.trial_id, []), digests.get(r.domain)), **tau2})
+    # Each trial's LLM reviews (`passhat review`), by every judge that reviewed it.
+    lines = [json.dumps({**jsonl_line(config.run_id, r, steps.get(r.trial_id, []), digests.get(r.domain)), **tau2,
+                         "reviews": reviews.get(r.trial_id, [])})
              for r in rows]
     name = f"{_slug(config.run_id)}{'.partial' if partial else ''}.jsonl"
     return {name: "".join(line + "\n" for line in lines)}, len(rows)

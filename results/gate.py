@@ -24,9 +24,12 @@ through this same code). The confidence interval is the set of X whose nulls are
 rejected: a confidence sequence, valid at every look at once.
 
 A criterion PASSes when its "violated" null is rejected at alpha = 1 - confidence, FAILs
-when its "holds" null is rejected at alpha, and is otherwise undecided. The point
-estimate of p_t^k is tau2's unbiased C(c, k) / C(n, k) (passhat.metrics.pass_hat).
-Not-evaluable trials are left out: a block holding one is not used.
+when its "holds" null is rejected at alpha, and is otherwise undecided; the interval's
+bounds are each one-sided at alpha, so together they cover theta with 1 - 2 alpha. The
+printed estimate of p_t^k is tau2's C(c, k) / C(n, k) (passhat.metrics.pass_hat), a
+plug-in: unbiased for a fixed number of trials, not once the trials a task gets depend
+on its outcomes. Not-evaluable trials are left out (a block holding one is not used),
+which assumes they are missing at random.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from typing import Callable, Literal, Mapping, NamedTuple, Sequence, Union
 import numpy as np
 
 from passhat.metrics import pass_hat
-from passhat.results.gate_evidence import PSEUDO, Evidence
+from passhat.results.gate_evidence import Evidence, shrunk_rates
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 EXIT_CODES = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
@@ -48,9 +51,18 @@ DEFAULT_CONFIDENCE = 0.95
 # Below this share of evaluable trials a verdict is not given: INCONCLUSIVE.
 MIN_COVERAGE = 0.9
 
-# Every task gets this many blocks before the plug-in may leave it idle: its estimate
-# needs them.
+# Futility is judged only once every task has this many blocks, and this share of its
+# budget: the normal approximation behind it is too eager early on (judged from 2 blocks
+# a task, it cost a 0.05 margin power 0.79 against the fixed design's 0.86; from 3/4 of
+# the budget, 0.85 against 0.85; bench/gate_calibration.py, 300 gates).
 MIN_BLOCKS = 2
+FUTILITY_AFTER = 0.75
+# Every task gets this many blocks (the fixed design's k=8 on every task, at pass^1)
+# before the plug-in may leave it idle. Left idle after 2 blocks, as this gate once did,
+# tasks a verdict needed waited: at a 0.05 margin the gate's power was 0.58 where the
+# fixed design's, by the same test, was 0.84; running them until the criterion is
+# decided or futile gave 0.91 (bench/gate_calibration.py, 200 gates).
+ALWAYS_RUN = 8
 # A task's next block runs when its expected gain of evidence is at least this share of
 # the most promising task's: the rest would mostly pay for noise (0.25 kept power and
 # saved most in bench/gate_calibration.py; 0.5 began to cost power).
@@ -138,13 +150,18 @@ def blocks(outcomes: Outcomes, k: int) -> list[int]:
 
 def _timed_blocks(rounds: Sequence[Outcomes], k: int) -> list[tuple[tuple[int, int], tuple[int, int], int]]:
     """`blocks` of a task's rounds of trials, each as (where its first trial ran, where its
-    last ran, success); a trial's place is (round, its index in the round)."""
-    trials = [((r, i), o) for r, outcomes in enumerate(rounds) for i, o in enumerate(outcomes)]
+    last ran, success); a trial's place is (round, its index in the round). Blocks are cut
+    within each round, never across two: a round's size is fixed before it runs, so
+    whether a block completes never depends on its own first trials (a pass^3 block
+    spanning two rounds of 4 would complete more often after early successes, through the
+    other criteria's choice of tasks). A round's trials past its last whole block are not
+    used by this k."""
     out = []
-    for start in range(0, len(trials) - k + 1, k):
-        block = [o for _, o in trials[start:start + k]]
-        if all(o is not None for o in block):
-            out.append((trials[start][0], trials[start + k - 1][0], int(all(block))))
+    for r, outcomes in enumerate(rounds):
+        for start in range(0, len(outcomes) - k + 1, k):
+            block = outcomes[start:start + k]
+            if all(o is not None for o in block):
+                out.append(((r, start), (r, start + k - 1), int(all(block))))
     return out
 
 
@@ -162,7 +179,7 @@ def merged(data: Rounds) -> dict[str, list]:
 
 
 def replay(k: int, bar: float, rounds: Rounds, tasks: Sequence[str],
-           baseline: Mapping[str, Outcomes] | None = None,
+           baseline: Rounds | None = None,
            aim: "Callable[[Evidence], tuple[np.ndarray, np.ndarray]] | None" = None) -> Evidence:
     """The evidence about "mean pass^k >= bar" on one gate, rebuilt as the gate saw it. The
     trials are taken in order of (round, index in the round): a fixed order, so each block
@@ -171,12 +188,7 @@ def replay(k: int, bar: float, rounds: Rounds, tasks: Sequence[str],
     replay exactly as they ran; a round of several blocks a task (or one look at a whole
     fixed run) is bet block by block, as a sequence of rounds."""
     rounds, n = _as_rounds(rounds), len(tasks)
-    base = None
-    if baseline is not None:
-        cut = [blocks(list(baseline.get(t, [])), k) for t in tasks]
-        width = range(max(map(len, cut), default=0))
-        base = (np.array([[[c[b] if b < len(c) else 0 for b in width] for c in cut]]),
-                np.array([[[b < len(c) for b in width] for c in cut]]))
+    base = None if baseline is None else baseline_blocks(baseline, tasks, k)
     evidence = Evidence(1, n, bar, base)
     starting: dict[tuple[int, int], list] = {}
     ending: dict[tuple[int, int], list] = {}
@@ -195,6 +207,24 @@ def replay(k: int, bar: float, rounds: Rounds, tasks: Sequence[str],
                 plan[:, 0, i] = plans[start][:, 0, i]
             evidence.add(success, ran, plan)
     return evidence
+
+def baseline_blocks(baseline: Rounds, tasks: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """A baseline's blocks as the virtual rounds its evidence is fed in: (outcomes, present),
+    each (1, tasks, virtual rounds). A fixed run (one round) gives one virtual round per
+    block index. An earlier gate (its rounds, in order) gives its rounds in the order they
+    ran, each cut into its blocks: the gate chose each round's tasks from the rounds
+    before it, so its blocks are bet in the order those choices were made, and each
+    round's bets look only at the rounds before (fed in block-index order instead, a
+    block chosen late would be bet before blocks whose outcomes chose it)."""
+    columns: list[tuple[list[int], list[bool]]] = []
+    for round_ in _as_rounds(baseline):
+        cut = [blocks(list(round_.get(t, [])), k) for t in tasks]
+        for b in range(max(map(len, cut), default=0)):
+            columns.append(([c[b] if b < len(c) else 0 for c in cut], [b < len(c) for c in cut]))
+    shape = (1, len(tasks), len(columns))
+    outcomes = np.array([c[0] for c in columns], int).T.reshape(shape) if columns else np.zeros(shape, int)
+    present = np.array([c[1] for c in columns], bool).T.reshape(shape) if columns else np.zeros(shape, bool)
+    return outcomes, present
 
 # ---- verdicts -----------------------------------------------------------------------------
 
@@ -259,7 +289,7 @@ def decide(criterion: Criterion, evidence: Evidence, max_blocks: int | None = No
     block bet with the planned tilt eta gains p*eta - log(1 + q(e^eta - 1)) in
     expectation when the task succeeds with probability p (its smoothed estimate); a task
     the null already explains, or one it can move for free, gains little. The first
-    MIN_BLOCKS blocks of a task always run. With max_blocks (the budget per task),
+    ALWAYS_RUN blocks of a task always run. With max_blocks (the budget per task),
     the criterion is also checked for futility (see _futile). All of this looks only at
     the past, so the error control holds; a wrong guess costs trials or power, not errors."""
     threshold = math.log(1 / criterion.alpha)
@@ -280,14 +310,21 @@ def decide(criterion: Criterion, evidence: Evidence, max_blocks: int | None = No
 def worth_running(evidence: Evidence, eta: np.ndarray, q: np.ndarray) -> np.ndarray:
     """(B, tasks): whether each task's next block, bet with tilt eta, is expected to raise
     a test's least wealth, whose minimum sits at q, by at least WORTH of the best task's
-    (p*eta - log(1 + q(e^eta - 1)), p the task's smoothed estimate); a task with fewer
-    than MIN_BLOCKS blocks always runs."""
+    (KL(p, q) where p, the task's shrunk estimate, is on eta's side of q; otherwise
+    p*eta - log(1 + q(e^eta - 1)), at most 0); a task with fewer
+    than ALWAYS_RUN blocks always runs."""
     n = evidence.tasks
     blocks_run = evidence.blocks[:, :n]
-    p = (evidence.successes[:, :n] + PSEUDO) / (blocks_run + 2 * PSEUDO)
+    p = shrunk_rates(evidence.successes, evidence.blocks, evidence.sign)[:, :n]
     gain = p * eta - np.log1p(np.expm1(eta) * q)
+    # Where the estimate sits on the tilt's side of q, what a block can give is the best
+    # bet's gain, KL(p, q): the aGRAPA tilt overbets near a high bar and its gain at p
+    # alone would leave the tasks that carry the evidence idle.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kl = p * np.log(p / q) + (1 - p) * np.log((1 - p) / (1 - q))
+    gain = np.where((p - q) * eta > 0, np.nan_to_num(kl, nan=0.0, posinf=0.0), gain)
     best = gain.max(axis=1, keepdims=True, initial=-np.inf)
-    return ((gain > 0) & (gain >= WORTH * best)) | (blocks_run < MIN_BLOCKS)
+    return ((gain > 0) & (gain >= WORTH * best)) | (blocks_run < ALWAYS_RUN)
 
 
 def _futile(criterion: Criterion, evidence: Evidence, max_blocks: int) -> np.ndarray:
@@ -295,13 +332,14 @@ def _futile(criterion: Criterion, evidence: Evidence, max_blocks: int) -> np.nda
     (every task run to max_blocks) decide the criterion with less than FUTILITY chance?
     The usual conditional power of group-sequential designs, on a normal approximation:
     the estimate theta^ has variance V = sum_t v_t / (n^2 m_t) (v_t = p_t(1 - p_t) per
-    block, m_t blocks; a baseline's part stays as it is), the budget would bring it to
+    block, p_t the shrunk estimate, m_t blocks; a baseline's part stays as it is), the budget would bring it to
     V_end, and an efficient test then decides once |theta^ - bar| > h = sqrt(2 log(1/alpha)
     V_end). Given the data, the final estimate is normal around theta^ now with variance
-    V_end (1 - V_end / V). Only after every task has MIN_BLOCKS blocks."""
+    V_end (1 - V_end / V). Only once every task has MIN_BLOCKS blocks and FUTILITY_AFTER
+    of max_blocks."""
     n = evidence.tasks
     m = evidence.blocks
-    p = (evidence.successes + PSEUDO) / (m + 2 * PSEUDO)
+    p = shrunk_rates(evidence.successes, m, evidence.sign)
     v = p * (1 - p)
     seen = np.maximum(m, 1)
     later = np.concatenate([np.maximum(m[:, :n], max_blocks), seen[:, n:]], axis=1)
@@ -312,7 +350,8 @@ def _futile(criterion: Criterion, evidence: Evidence, max_blocks: int) -> np.nda
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(spread > 0, (np.abs(estimate - _bar(criterion)) - reach) / spread,
                      np.where(np.abs(estimate - _bar(criterion)) > reach, np.inf, -np.inf))
-    return (z < NormalDist().inv_cdf(FUTILITY)) & (m[:, :n] >= MIN_BLOCKS).all(axis=1)
+    judged = max(MIN_BLOCKS, math.ceil(FUTILITY_AFTER * max_blocks))
+    return (z < NormalDist().inv_cdf(FUTILITY)) & (m[:, :n] >= judged).all(axis=1)
 
 
 def estimate_of(evidence: Evidence) -> np.ndarray:
@@ -323,11 +362,13 @@ def estimate_of(evidence: Evidence) -> np.ndarray:
     return rate[:, :n].mean(axis=1) - rate[:, n:].sum(axis=1) / n
 
 
-def evaluate(criterion: Criterion, candidate: Rounds, baseline: Mapping[str, Outcomes] | None = None, *,
-             max_trials: int | None = None, interval: bool = True) -> CriterionResult:
+def evaluate(criterion: Criterion, candidate: Rounds, baseline: "Rounds | None" = None, *,
+             max_trials: int | None = None, interval: bool = True, round_size: int | None = None
+             ) -> CriterionResult:
     """The criterion's verdict on the trials so far (task id -> outcomes in the order
-    they ran, per round), with its estimate and its confidence interval (one-sided bounds
-    at 1 - confidence each; interval=False skips the bisection). With max_trials (the
+    they ran, per round), with its plug-in estimate and its confidence interval (one-sided
+    bounds at 1 - confidence each, so 2 * confidence - 1 two-sided; interval=False skips
+    the bisection). A regression's baseline is a run's outcomes or a gate's rounds. With max_trials (the
     budget per task) it also says whether the criterion is futile."""
     k, alpha = criterion.k, criterion.alpha
     threshold = math.log(1 / alpha)
@@ -335,9 +376,10 @@ def evaluate(criterion: Criterion, candidate: Rounds, baseline: Mapping[str, Out
     if criterion.kind == "regression":
         if baseline is None:
             raise GateError("a regression criterion needs a baseline run (--baseline RUN)")
-        tasks = sorted(set(data) & set(baseline))
+        base_data = merged(baseline)
+        tasks = sorted(set(data) & set(base_data))
     else:
-        tasks, baseline = sorted(data), None
+        tasks, baseline, base_data = sorted(data), None, None
     evidence = replay(k, _bar(criterion), candidate, tasks, baseline)
 
     def rejected(test: int, x: float) -> bool:
@@ -348,10 +390,12 @@ def evaluate(criterion: Criterion, candidate: Rounds, baseline: Mapping[str, Out
     coverage = evaluable / trials if trials else 0.0
     verdict, idle_tasks, futile = INCONCLUSIVE, set(), False
     if tasks and coverage >= MIN_COVERAGE:
-        passed, failed, idle, futile_ = decide(criterion, evidence, max_trials // k if max_trials else None)
+        size = round_size or k  # blocks are cut within rounds of `size` trials
+        max_blocks = (max_trials // size) * (size // k) if max_trials else None
+        passed, failed, idle, futile_ = decide(criterion, evidence, max_blocks)
         verdict = PASS if passed[0] else FAIL if failed[0] else INCONCLUSIVE
         idle_tasks, futile = {t for t, i in zip(tasks, idle[0]) if i}, bool(futile_[0])
-    lines = [_task_line(criterion, t, data.get(t, []), baseline) for t in tasks]
+    lines = [_task_line(criterion, t, data.get(t, []), base_data) for t in tasks]
     estimates = [line.estimate - (line.baseline or 0.0) for line in lines
                  if line.estimate is not None and (criterion.kind == "absolute" or line.baseline is not None)]
     low, high = math.nan, math.nan
@@ -412,29 +456,47 @@ def round_trials(criteria: Sequence[Criterion]) -> int:
     return max(c.k for c in criteria)
 
 
-def open_mask(trials: np.ndarray, size: int, max_trials: int, idle: np.ndarray) -> np.ndarray:
+def open_mask(trials: np.ndarray, size: int, max_trials: int, idle: np.ndarray,
+              stopped: np.ndarray | None = None) -> np.ndarray:
     """Which tasks the next round runs, on arrays (trials run so far, and the tasks
-    `decide` found idle): those below max_trials that are not idle."""
-    return (trials + size <= max_trials) & ~idle
+    `decide` found idle): those below max_trials that are not idle. With `stopped` (per
+    gate: decided, or futile), a gate that is not stopped but whose every task below
+    max_trials is idle runs all of those: the plug-in's guess that no trial helps is not
+    a reason to leave budget unspent on a criterion still open (as `run --adaptive`
+    does). Without that fallback a perfect agent at a bar of 0.95 stopped INCONCLUSIVE
+    after two trials a task."""
+    room = trials + size <= max_trials
+    mask = room & ~idle
+    if stopped is not None:
+        stuck = ~mask.any(axis=1) & ~np.asarray(stopped, bool)
+        mask |= room & stuck[:, None]
+    return mask
 
 
 def open_tasks(criteria: Sequence[Criterion], candidate: Rounds, max_trials: int,
                results: Sequence[CriterionResult] = ()) -> list[str]:
     """The tasks the next round runs (open_mask), by id: idle only when idle for every
-    criterion of `results` (the evaluation of the trials so far of the criteria still open)."""
+    criterion of `results` (the evaluation of the trials so far of the criteria still open);
+    every task below max_trials when all are idle but some open criterion is not futile."""
     data = merged(candidate)
     ids = sorted(data)
     idle = np.array([bool(results) and all(t in r.idle for r in results) for t in ids], bool)
-    mask = open_mask(np.array([len(data[t]) for t in ids], int), round_trials(criteria), max_trials, idle)
+    stopped = np.array([not results or all(r.futile for r in results)])
+    mask = open_mask(np.array([len(data[t]) for t in ids], int)[None], round_trials(criteria), max_trials,
+                     idle[None], stopped)[0]
     return [t for t, chosen in zip(ids, mask) if chosen]
 
 
-def next_round(criteria: Sequence[Criterion], candidate: Rounds, baseline: Mapping[str, Outcomes] | None,
+def next_round(criteria: Sequence[Criterion], candidate: Rounds, baseline: Rounds | None,
                max_trials: int) -> tuple[list[str], str | None]:
     """The tasks the gate's next round runs, from the rounds so far, and, when it runs
     none while a criterion is still open, why it stopped (for the summary)."""
-    results = [evaluate(c, candidate, baseline, max_trials=max_trials, interval=False) for c in criteria]
+    size = round_trials(criteria)
+    results = [evaluate(c, candidate, baseline, max_trials=max_trials, interval=False, round_size=size)
+               for c in criteria]
     open_ = [r for r in results if not r.decided]
+    if any(r.verdict == FAIL for r in results):  # the gate's verdict is FAIL whatever the rest says
+        return [], None
     chosen = open_tasks(criteria, candidate, max_trials, open_) if open_ else []
     if chosen or not open_:
         return chosen, None

@@ -48,8 +48,11 @@ def import_files(
     domain: str | None = None,
     agent_model: str | None = None,
     user_model: str | None = None,
+    plugins: list[str] | None = None,
 ) -> Imported:
-    """Record tau2 results files and tau-bench v1 result files as one imported run."""
+    """Record tau2 results files and tau-bench v1 result files as one imported run.
+    `plugins` (imported by the caller) registered the files' domains where they are not
+    tau2's own; the run records them, so report and export import them again."""
     if not paths:
         raise ResultsError("give at least one results file")
     if run_id is not None and not re.fullmatch(RUN_ID_PATTERN, run_id):
@@ -77,7 +80,7 @@ def import_files(
         raise ResultsError(
             "--agent-model and --user-model are for tau-bench files; a tau2 results file names its models"
         )
-    config = _merged_config(run_id, files)
+    config = _merged_config(run_id, files).model_copy(update={"plugins": list(plugins or [])})
     trials, steps, outcomes = [], [], []
     for f in files:
         for record in f.records:

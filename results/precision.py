@@ -47,7 +47,7 @@ def target(k: int, precision: float, confidence: float = gate.DEFAULT_CONFIDENCE
 @dataclass
 class Measurement:
     target: Target
-    estimate: float | None  # mean over tasks of tau2's unbiased per-task estimate
+    estimate: float | None  # mean over tasks of tau2's C(c, k)/C(n, k): a plug-in, not unbiased once trials adapt
     low: float
     high: float
     reached: bool  # the interval is at most 2 * precision wide
@@ -106,9 +106,8 @@ def open_tasks(want: Target, max_trials: int, measured: Measurement) -> list[str
     precision goes on while it has trials to spend)."""
     ids = sorted(measured.tasks)
     trials = np.array([measured.tasks[t] for t in ids], int)
-    mask = gate.open_mask(trials, want.k, max_trials, np.array([t in measured.idle for t in ids], bool))
-    if not mask.any() and not measured.reached:
-        mask = gate.open_mask(trials, want.k, max_trials, np.zeros(len(ids), bool))
+    idle = np.array([t in measured.idle for t in ids], bool)
+    mask = gate.open_mask(trials[None], want.k, max_trials, idle[None], np.array([measured.reached]))[0]
     return [t for t, chosen in zip(ids, mask) if chosen]
 
 
@@ -161,7 +160,7 @@ def markdown(rec: dict) -> str:
     lines = [
         f"## passhat run {rec['run']} (adaptive): {rec['metric']} = {fmt(rec['estimate'])}",
         "",
-        "| metric | estimate | interval | half-width | target | reached |",
+        "| metric | plug-in estimate | interval | half-width | target | reached |",
         "|---|---|---|---|---|---|",
         f"| {rec['metric']} | {fmt(rec['estimate'])} | {fmt(rec['low'])} – {fmt(rec['high'])} | {fmt(half)} | "
         f"+-{rec['precision']:g} at {rec['confidence']:.0%} | {'yes' if rec['reached'] else 'no'} |",
@@ -172,6 +171,8 @@ def markdown(rec: dict) -> str:
     if rec["stopped"]:
         lines.append(f"Stopped: {rec['stopped']}.")
     lines.append("")
-    lines.append("Interval: anytime-valid confidence sequence for the mean over these tasks of p^k "
-                 "(see docs/gate.md); not-evaluable trials are left out.")
+    lines.append("Interval: anytime-valid confidence sequence for the mean over these tasks of p^k, "
+                 f"two-sided at {rec['confidence']:.0%} (see docs/gate.md). Estimate: the mean over tasks of "
+                 "tau2's C(c, k) / C(n, k), a plug-in (the rounds chose the trials from the outcomes, so it "
+                 "is not unbiased). Not-evaluable trials are left out, which assumes they are missing at random.")
     return "\n".join(lines) + "\n"

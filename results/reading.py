@@ -35,6 +35,12 @@ def read_results_file(
         if _is_json_lines(text):
             raise ResultsFileError(_json_lines_refused(where)) from None
         stripped = text.rstrip()
+        if not stripped.lstrip().startswith(("{", "[")):  # both formats are an object or a list
+            first = stripped.lstrip().splitlines()[0][:40]
+            raise ResultsFileError(
+                f"{where} is not JSON (it begins {first!r}): a tau2 results file is a JSON "
+                "object and a tau-bench result file a JSON list"
+            ) from None
         if err.pos >= len(stripped) or not stripped.endswith(("}", "]")):
             raise ResultsFileError(
                 f"{where} is truncated: its JSON is cut off ({err.msg} at line {err.lineno}, "

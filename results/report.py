@@ -100,9 +100,17 @@ class GroupReport(BaseModel):
     avg_reward: float | None
     pass_hat_k: dict[str, Estimate]
     pass_hat_k_leaderboard: dict[str, Estimate] | None = Field(default=None, description=(
-        "pass^k as the public leaderboard counts it: not-evaluable trials as failures "
-        "(tau2 1.0.x ends such a simulation as infrastructure_error, and the leaderboard "
-        "counts it as failed); present only when some trial is not evaluable"))
+        "pass^k as the public leaderboard counts it, what tau2 1.0.1's `submit prepare` "
+        "computes from these trials: trials that were not evaluable (infrastructure_error "
+        "in a tau2 file) left out, not counted as failures; tasks without an evaluable "
+        "trial left out; k only up to the fewest evaluable trials of a remaining task. "
+        "Present only when some trial is not evaluable"))
+    leaderboard_left_out: int = Field(default=0, description=(
+        "trials expected that the leaderboard's count leaves out (not evaluable, or never "
+        "scored)"))
+    pass_hat_k_failures_counted: dict[str, float] | None = Field(default=None, description=(
+        "pass^k with the left-out trials counted as failures instead: what the leaderboard's "
+        "figure would be if they had been scored and failed; present with pass_hat_k_leaderboard"))
     pass_at_k: dict[str, float]
     cost_usd: float = Field(description="total, every recorded trial")
     cost_per_trial: float | None
@@ -315,7 +323,8 @@ def _group_report(run_id: str, agent: str, user: str, domain: str, task_ids: lis
         ))
     scored = [t for t in trials if t.status == TRIAL_SCORED and t.reward is not None]
     evaluated = [t for t in tasks if t.evaluable]
-    lost = Counter(t.task_id for t in trials if t.status == TRIAL_NOT_EVALUABLE)
+    lost = any(t.status == TRIAL_NOT_EVALUABLE for t in trials)
+    left_out = len(tasks) * k - len(scored)
     n = len(trials)
     return GroupReport(
         run_id=run_id, agent_model=agent, user_model=user, domain=domain,
@@ -327,7 +336,9 @@ def _group_report(run_id: str, agent: str, user: str, domain: str, task_ids: lis
             j: Estimate(value=i.value, low=i.low, high=i.high)
             for j, i in metrics.bootstrap_curve([t.pass_hat_k for t in evaluated]).items()
         },
-        pass_hat_k_leaderboard=_counting_lost_as_failures(tasks, lost) if lost else None,
+        pass_hat_k_leaderboard=_as_the_leaderboard_counts(tasks, k) if lost else None,
+        leaderboard_left_out=left_out if lost else 0,
+        pass_hat_k_failures_counted=_counting_lost_as_failures(tasks) if lost else None,
         pass_at_k=metrics.mean_over_tasks(
             [metrics.pass_at_curve(t.successes, t.evaluable) for t in evaluated]),
         cost_usd=sum(t.cost for t in trials),
@@ -340,12 +351,18 @@ def _group_report(run_id: str, agent: str, user: str, domain: str, task_ids: lis
     )
 
 
-def _counting_lost_as_failures(tasks: list[TaskReport], lost: Counter) -> dict[str, Estimate]:
-    """pass^k with each task's not-evaluable trials counted as failed trials."""
-    curves = [metrics.pass_hat_curve(t.successes, t.evaluable + lost[t.task_id])
-              for t in tasks if t.evaluable + lost[t.task_id]]
+def _as_the_leaderboard_counts(tasks: list[TaskReport], trials: int) -> dict[str, Estimate]:
+    """pass^k as tau2 1.0.1's `submit prepare` computes it (metrics.leaderboard_curves)."""
+    curves = metrics.leaderboard_curves([(t.successes, t.evaluable) for t in tasks], trials)
     return {j: Estimate(value=i.value, low=i.low, high=i.high)
             for j, i in metrics.bootstrap_curve(curves).items()}
+
+
+def _counting_lost_as_failures(tasks: list[TaskReport]) -> dict[str, float]:
+    """pass^k with every trial a task was expected to have and has no score for counted
+    as a failed trial."""
+    return metrics.mean_over_tasks([metrics.pass_hat_curve(t.successes, t.trials)
+                                    for t in tasks if t.trials])
 
 
 def _failures(trials: list[Any]) -> Failures:

@@ -12,7 +12,7 @@ from typing import Any
 
 from passhat.contracts import TRIAL_NOT_EVALUABLE, Message, ToolCall
 from passhat.domains.input_files import first_problem
-from passhat.domains.tau2_catalog import TAU2_DOMAINS
+from passhat.domains.tau2_catalog import TAU2_DOMAINS, is_tau2_domain
 from passhat.domains.tau2_data import default_tasks, quiet_tau2
 from passhat.domains.tau2_version import GIVEN_UP
 from passhat.infra.secrets import without_secrets
@@ -42,9 +42,10 @@ def read_tau2(where: str, data: dict[str, Any]) -> ResultsFile:
         ) from None
     info = results.info
     domain = info.environment_info.domain_name
-    if domain not in TAU2_DOMAINS:
+    if not is_tau2_domain(domain):  # shipped, or registered with tau2's registry by a plugin
         raise ResultsFileError(
-            f"{where}: domain {domain!r} is not one passhat has ({', '.join(TAU2_DOMAINS)})"
+            f"{where}: domain {domain!r} is not one passhat has ({', '.join(TAU2_DOMAINS)}, "
+            "or one a --plugin registers)"
         )
     known = {task.id for task in default_tasks(domain)}
     task_ids = list(dict.fromkeys([t.id for t in results.tasks] + [s.task_id for s in results.simulations]))

@@ -33,7 +33,7 @@ from typing import Any
 
 from passhat.contracts import AGENT_GREETING, TRIAL_NOT_EVALUABLE, TRIAL_SCORED, Message
 from passhat.domains.input_files import first_problem
-from passhat.domains.tau2_catalog import TAU2_DOMAINS
+from passhat.domains.tau2_catalog import is_tau2_domain
 from passhat.domains.tau2_data import default_tasks, quiet_tau2
 from passhat.domains.tau2_messages import answered_calls
 from passhat.domains.tau2_version import GIVEN_UP
@@ -53,8 +53,10 @@ def tau2_tasks(domain: str, task_ids: list[str], kept: list[Any] | None = None) 
     quiet_tau2()
     from tau2.data_model.tasks import Task
 
+    import tau2.registry  # noqa: F401 - loaded, it answers which domains are tau2's
+
     base, _, path = domain.partition("@")
-    if base not in TAU2_DOMAINS:
+    if not is_tau2_domain(base):  # shipped, or registered with tau2's registry by a plugin
         raise ResultsFileError(f"domain {domain!r} is not a tau2 domain")
     if path:
         try:

@@ -241,6 +241,64 @@ def judge_answer(body: dict) -> dict | None:
     return {"content": json.dumps({"results": results})}
 
 
+# How an irregular judge writes its verdicts, one way per conversation: the ways LLM
+# judges get tau2 1.0.x's JSON format wrong, and the regular one.
+IRREGULAR_REPLIES = (
+    "regular",          # true / false
+    "string_booleans",  # "true" / "false" (tau2's pydantic model reads them as booleans)
+    "words",            # "yes" / "no" / "maybe" (the last one is refused)
+    "numbers",          # 1 / 0
+    "null",             # null for one assertion (refused)
+    "not_json",         # prose
+    "fenced",           # the JSON inside a markdown fence (not JSON)
+    "missing_key",      # a result without metExpectation (refused)
+    "no_reasoning",     # a result without reasoning (refused)
+    "no_results",       # no "results" key at all (no assertion checked: all met)
+)
+
+
+def irregular_kind(body: dict) -> str | None:
+    """Which way the irregular judge answers the judge request `body` (None: not a judge
+    request): a hash of the conversation it grades."""
+    messages = body.get("messages") or []
+    if len(messages) != 2 or JUDGE_TAG not in message_text(messages[0].get("content")):
+        return None
+    head = message_text(messages[1].get("content")).rpartition("expectedOutcomes:")[0]
+    return IRREGULAR_REPLIES[_hash("irregular", head) % len(IRREGULAR_REPLIES)]
+
+
+def irregular_judge_answer(body: dict) -> dict | None:
+    """A judge that answers tau2 1.0.x's NL-assertion judge irregularly (irregular_kind),
+    and is a pure function of the request like every answer here; None for any other
+    request."""
+    kind = irregular_kind(body)
+    if kind is None:
+        return None
+    regular = json.loads(judge_answer(body)["content"])
+    results = regular["results"]
+    if kind == "not_json":
+        return {"content": "I checked the conversation: every expected outcome is met."}
+    if kind == "fenced":
+        return {"content": "```json\n" + json.dumps(regular) + "\n```"}
+    if kind == "no_results":
+        return {"content": json.dumps({"verdict": "met"})}
+    for i, r in enumerate(results):
+        met = r["metExpectation"]
+        if kind == "string_booleans":
+            r["metExpectation"] = "true" if met else "false"
+        elif kind == "words":
+            r["metExpectation"] = "maybe" if _hash("maybe", r["expectedOutcome"]) % 5 == 0 else ("yes" if met else "no")
+        elif kind == "numbers":
+            r["metExpectation"] = int(met)
+        elif kind == "null" and i == len(results) - 1:
+            r["metExpectation"] = None
+        elif kind == "missing_key" and i == 0:
+            del r["metExpectation"]
+        elif kind == "no_reasoning" and i == 0:
+            del r["reasoning"]
+    return {"content": json.dumps({"results": results})}
+
+
 def _call(cid: str, name: str, arguments: Any, compact: bool = False) -> dict:
     """A tool call. `compact` writes the arguments without spaces and with raw non-ASCII
     characters, unlike json.dumps' defaults (tau2 re-serialises parsed arguments with

@@ -6,7 +6,9 @@
             --agent-args '{"api_base": "<srv.url>/v1", "api_key_env": "PASSHAT_TEST_API_KEY"}' ...
 
 so trials travel litellm's real `openai/...` path (HTTP, the OpenAI client, its errors)
-while the answers are exactly those of `scripted/oracle` and `scripted/noisy-P`.
+while the answers are exactly those of `scripted/oracle` and `scripted/noisy-P` (and of the
+review judges `reviewer`, `reviewer-misquote` and `reviewer-garbled`, which answer from
+the request alone: passhat.infra.scripted_review).
 
 One more model name exists only here: `fixed-N` (N >= 3) makes every conversation exactly
 N model calls long, whatever the task, as in the setup issue 10 measured throughput on
@@ -53,7 +55,7 @@ from typing import Any, Iterable
 
 from passhat.contracts import STOP_TOKEN, TaskInfo
 from passhat.domains.registry import get_domain
-from passhat.infra import scripted_provider
+from passhat.infra import scripted_provider, scripted_review
 
 SCENARIO_TAG = "<scenario>"
 FIXED_MODEL = re.compile(r"fixed-(\d+)")
@@ -207,6 +209,8 @@ class ScriptedResponder:
             system = message_text(messages[0].get("content"))
             messages = messages[1:]
         model = str(body.get("model", ""))
+        if model.rsplit("/", 1)[-1] in scripted_review.MODELS:  # a review judge (passhat review)
+            return scripted_review.review_turn(model, messages)
         seed = body.get("seed")
         calls = fixed_length(model)
         if calls is not None:

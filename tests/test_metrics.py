@@ -64,13 +64,20 @@ def test_summary_reports_pass_hat_and_pass_at_over_tasks():
     assert row.pass_at_k == pytest.approx({"1": (1 + 0.25) / 2, "2": 0.75, "3": 0.875, "4": 1.0})
 
 
-def test_summary_counts_not_evaluable_trials_as_failures_as_the_leaderboard_does():
-    # Task 2 had 2 of its 4 trials not evaluable: left out, it passes every trial scored;
-    # as failures, it passes 2 of 4.
-    summary = metrics.summarize("r", [task("1", 4, 4), task("2", 2, 2)])
+def test_summary_leaves_not_evaluable_trials_out_as_the_leaderboard_does():
+    # tau2 1.0.1's metrics (what `submit prepare` writes): task 2 had 2 of its 4 trials
+    # not evaluable. They are left out, not counted as failures, and k stops at the
+    # fewest evaluable trials of a task (2): no pass^3, no pass^4.
+    summary = metrics.summarize("r", [task("1", 4, 4), task("2", 1, 2)])
     [row] = summary.results
-    assert row.pass_hat_k["1"] == 1.0
-    assert row.pass_hat_k_leaderboard == pytest.approx({"1": 0.75, "2": (1 + 1 / 6) / 2, "3": 0.5, "4": 0.5})
+    assert row.pass_hat_k == pytest.approx({"1": 0.75, "2": 0.5, "3": 1.0, "4": 1.0})
+    assert row.pass_hat_k_leaderboard == pytest.approx({"1": 0.75, "2": 0.5})
+    # A task with no evaluable trial is left out altogether; one with a single one
+    # leaves pass^1 alone.
+    row = metrics.summarize("r", [task("1", 0, 0), task("2", 1, 1), task("3", 0, 4)]).results[0]
+    assert row.pass_hat_k_leaderboard == pytest.approx({"1": 0.5})
+    # Nothing evaluable: no pass^k at all (prepare writes none).
+    assert metrics.summarize("r", [task("1", 0, 0)]).results[0].pass_hat_k_leaderboard == {}
     # Every trial evaluable: one way of counting, nothing to add.
     assert metrics.summarize("r", [task("1", 4, 4)]).results[0].pass_hat_k_leaderboard is None
 

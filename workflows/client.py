@@ -122,6 +122,28 @@ async def start_rounds(client: Client, store, req, task_queue: str | None = None
     return handle
 
 
+async def start_review(client: Client, req, task_queue: str) -> WorkflowHandle:  # noqa: ANN001 - a ReviewRequest
+    """Start a run's review (workflows/review.py), or attach to the one running with the
+    same judge. A finished one starts again: it plans from the store, so it reviews only
+    what is left. Another review of the run still running is refused (one at a time)."""
+    from passhat.infra.store import ConfigMismatchError
+    from passhat.workflows.review import ReviewWorkflow
+
+    key = req.review_key()
+    handle = await client.start_workflow(
+        ReviewWorkflow.run, req, id=req.workflow_id(), task_queue=task_queue,
+        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, memo={"review_key": key},
+        static_summary=f"passhat review {req.run_id}: judge {req.judge_model}",
+    )
+    memo = await (await handle.describe()).memo()
+    if memo.get("review_key") != key:
+        raise ConfigMismatchError(
+            f"another review of {req.run_id} (another judge, args or selection) is running as {req.workflow_id()}; "
+            f"wait for it, or stop it with `passhat cancel {req.workflow_id()}`")
+    return handle
+
+
 def describe_budget(max_cost: float | None) -> str:
     return "no budget" if max_cost is None else f"a budget of {max_cost:g} USD"
 

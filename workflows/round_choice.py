@@ -9,7 +9,7 @@ computing it again."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel
 from temporalio import activity
@@ -29,7 +29,8 @@ class Measure(BaseModel):
     kind: Literal["gate", "adaptive"]
     max_trials: int
     criteria: list[dict[str, Any]] = []  # gate: passhat.results.gate.Criterion fields
-    baseline: Optional[Outcomes] = None  # gate: the baseline's outcomes, task id -> trials
+    # gate: the baseline's outcomes, task id -> trials; an earlier gate's, per round
+    baseline: Optional[Union[Outcomes, list[Outcomes]]] = None
     target: Optional[dict[str, Any]] = None  # adaptive: passhat.results.precision.Target fields
 
     def gate_criteria(self) -> list[gate.Criterion]:

@@ -16,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from passhat.activities.conversation import ConversationActivities
     from passhat.activities.results import NotEvaluable, ResultActivities, ScoreRequest
     from passhat.contracts import StepRef, StepResult, TrialOutcome, TrialSpec
+    from passhat.domains.nl_judge import JUDGE_ERROR
     from passhat.domains.tau2_version import Tau2Rules, rules_for
     from passhat.infra import search_attributes as sa
     from passhat.workflows.activity_options import bookkeeping, model_call
@@ -27,6 +28,9 @@ with workflow.unsafe.imports_passed_through():
 # environment in that process's session cache. patched: a history written with them as
 # ordinary activities (by an earlier passhat) replays as it was written.
 LOCAL_STEPS_PATCH = "local-steps"
+# The re-run budget counted by the workflow, and a judge failure re-run as a model
+# failure is (tau2 1.0.x). patched: histories recorded before replay on the earlier code.
+RERUN_BUDGET_PATCH = "rerun-budget"
 
 # The signal a trial started by a run's sliding window (workflows/window.py) sends that
 # run when it ends: the run may have continued as new since it started the trial, and a
@@ -151,32 +155,27 @@ class TrialWorkflow:
             if scored is not None:  # already scored by an earlier execution: resume skips it
                 return scored
             rules = rules_for(spec.tau2_version)
+            if not workflow.patched(RERUN_BUDGET_PATCH):
+                return await self._run_before_rerun_budget(spec, rules)
+            # tau2 1.0.x's run_with_retry: a simulation that raises (a model failure, or
+            # a judge reply its evaluator cannot read) runs again from the start, up to
+            # `simulation_retries` times, and then ends as `exhausted_reason`. The budget
+            # is this execution's: tau2's resume runs a simulation it gave up on afresh.
+            reruns = 0
             while True:
                 turns, step = await self._converse(spec, rules)
-                if turns.model_failure is None or rules.on_model_failure != "rerun":
+                failure = turns.model_failure if rules.on_model_failure == "rerun" else None
+                if turns.model_failure is None and rules.grades_nl_assertions \
+                        and turns.termination_reason in ("user_stop", "agent_stop"):
+                    failure = await self._judged(spec, step, turns.termination_reason, rules)
+                if failure is None:
                     break
-                # The version re-runs the whole simulation (same seed) after a failure,
-                # a bounded number of times, and then gives up on it.
-                if await self._store_step(ResultActivities.restart_trial, spec) is None:
-                    return await workflow.execute_activity_method(
-                        ResultActivities.mark_not_evaluable,
-                        NotEvaluable(
-                            trial=spec,
-                            error=f"{turns.model_failure} on every one of "
-                            f"{1 + rules.simulation_retries} attempts",
-                            error_class=turns.model_failure,
-                            termination_reason=rules.exhausted_reason,
-                        ),
-                        **options,
-                    )
-            if rules.grades_nl_assertions and turns.termination_reason in ("user_stop", "agent_stop"):
-                if not await self._judge(spec, step, turns.termination_reason):
-                    return await workflow.execute_activity_method(
-                        ResultActivities.mark_not_evaluable,
-                        NotEvaluable(trial=spec, error="the NL-assertion judge's reply could not be read",
-                                     error_class="JudgeError", termination_reason=rules.exhausted_reason),
-                        **options,
-                    )
+                # (--rejudge has re-asked the judge alone as many times as tau2 re-runs)
+                judge_final = failure == JUDGE_ERROR and (spec.rejudge or rules.on_judge_failure != "rerun")
+                if reruns >= rules.simulation_retries or judge_final:
+                    return await self._given_up(spec, rules, failure, reruns + 1)
+                reruns += 1
+                await self._store_step(ResultActivities.set_attempt_aside, spec)
             return await self._store_step(
                 ResultActivities.score_trial,
                 ScoreRequest(trial=spec, termination_reason=turns.termination_reason, n_steps=step),
@@ -200,6 +199,66 @@ class TrialWorkflow:
                 NotEvaluable(trial=spec, error=message, error_class=error_class),
                 **options,
             )
+
+    async def _judged(self, spec: TrialSpec, step: int, reason: str, rules: Tau2Rules) -> str | None:
+        """The judge's step; JUDGE_ERROR when its reply cannot be read (after re-asking
+        the judge alone `simulation_retries` times, where the run opted into that)."""
+        for asked in range(1 + (rules.simulation_retries if spec.rejudge else 0)):
+            if asked:
+                await self._store_step(ResultActivities.set_judge_aside, spec)
+            if await self._judge(spec, step, reason):
+                return None
+        return JUDGE_ERROR
+
+    async def _given_up(self, spec: TrialSpec, rules: Tau2Rules, failure: str, attempts: int) -> TrialOutcome:
+        """The trial the version gave up on: not evaluable, recorded as tau2 records it."""
+        what = "the NL-assertion judge's reply could not be read" if failure == JUDGE_ERROR else failure
+        rejudged = failure == JUDGE_ERROR and spec.rejudge
+        tries = 1 + rules.simulation_retries if rejudged else attempts
+        return await workflow.execute_activity_method(
+            ResultActivities.mark_not_evaluable,
+            NotEvaluable(
+                trial=spec,
+                error=f"{what}, on every one of {tries} "
+                      + ("judge calls" if rejudged else "attempt" if tries == 1 else "attempts"),
+                error_class=failure,
+                termination_reason=rules.exhausted_reason,
+            ),
+            **self._store_options,
+        )
+
+    async def _run_before_rerun_budget(self, spec: TrialSpec, rules: Tau2Rules) -> TrialOutcome:
+        """The trial as executions recorded before RERUN_BUDGET_PATCH ran it (they replay
+        on it): the re-run budget counted in the store, a judge failure not re-run."""
+        options = self._store_options
+        while True:
+            turns, step = await self._converse(spec, rules)
+            if turns.model_failure is None or rules.on_model_failure != "rerun":
+                break
+            if await self._store_step(ResultActivities.restart_trial, spec) is None:
+                return await workflow.execute_activity_method(
+                    ResultActivities.mark_not_evaluable,
+                    NotEvaluable(
+                        trial=spec,
+                        error=f"{turns.model_failure} on every one of "
+                        f"{1 + rules.simulation_retries} attempts",
+                        error_class=turns.model_failure,
+                        termination_reason=rules.exhausted_reason,
+                    ),
+                    **options,
+                )
+        if rules.grades_nl_assertions and turns.termination_reason in ("user_stop", "agent_stop"):
+            if not await self._judge(spec, step, turns.termination_reason):
+                return await workflow.execute_activity_method(
+                    ResultActivities.mark_not_evaluable,
+                    NotEvaluable(trial=spec, error="the NL-assertion judge's reply could not be read",
+                                 error_class="JudgeError", termination_reason=rules.exhausted_reason),
+                    **options,
+                )
+        return await self._store_step(
+            ResultActivities.score_trial,
+            ScoreRequest(trial=spec, termination_reason=turns.termination_reason, n_steps=step),
+        )
 
     async def _converse(self, spec: TrialSpec, rules: Tau2Rules) -> tuple[Turns, int]:
         """Run the conversation from its recorded steps until it ends."""

@@ -17,15 +17,17 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from passhat.activities.conversation import ConversationActivities
 from passhat.activities.results import ResultActivities
+from passhat.activities.review import ReviewActivities
 from passhat.contracts import ProviderLimit, plugin_task_queue, provider_task_queue
 from passhat.infra.store import Store
 from passhat.workflows.round_choice import choose_round, measure_record
+from passhat.workflows.review import ReviewWorkflow
 from passhat.workflows.rounds import RoundsWorkflow
 from passhat.workflows.run import RunWorkflow
 from passhat.workflows.task import TaskWorkflow
 from passhat.workflows.trial import TrialWorkflow
 
-WORKFLOWS = [RunWorkflow, TaskWorkflow, TrialWorkflow, RoundsWorkflow]
+WORKFLOWS = [RunWorkflow, TaskWorkflow, TrialWorkflow, RoundsWorkflow, ReviewWorkflow]
 SWITCH_INTERVAL_S = 0.0005
 # The collector's thresholds while a worker runs. The command line raised them for its
 # start-up; a run's garbage (cycles among a model call's objects) must not pile up.
@@ -97,6 +99,7 @@ def build_worker(
     task_queue = task_queue or plugin_task_queue(plugins or [])
     conversation = ConversationActivities(store)
     results = ResultActivities(store)
+    review = ReviewActivities(store)
     # The event loop (model calls, Temporal's polls and heartbeats) needs the GIL for a
     # moment many times per call; behind a thread running a tool step or a scoring it
     # waits the whole switch interval each time (5 ms by default).
@@ -123,6 +126,8 @@ def build_worker(
             results.score_trial,
             results.mark_not_evaluable,
             results.restart_trial,
+            results.set_attempt_aside,
+            results.set_judge_aside,
             results.mark_cancelled,
             results.record_task,
             results.summarize_run,
@@ -135,6 +140,8 @@ def build_worker(
             results.round_state,
             choose_round,
             measure_record,
+            review.review_plan,
+            review.review_trial,
         ],
         # Tool execution, scoring and store writes are synchronous: they run in threads.
         activity_executor=ThreadPoolExecutor(max_workers=max_concurrent_activities),

@@ -144,7 +144,12 @@ CASES: list[Case] = [
     Case("scripted-noisy-out-of-range",
          ("run", "--domain", "airline", "--agent-model", "scripted/noisy-1.5",
           "--user-model", "scripted/oracle", "--run-id", "scripted-noisy-out-of-range"),
-         "unknown scripted model 'scripted/noisy-1.5': use scripted/oracle, scripted/noisy-P with 0 <= P <= 1"),
+         "unknown scripted model 'scripted/noisy-1.5': use scripted/oracle, scripted/judge, "
+         "scripted/reviewer, or one with 0 <= P <= 1: scripted/noisy-P"),
+    Case("scripted-faulty-out-of-range",
+         ("run", "--domain", "airline", "--agent-model", "scripted/faulty-2",
+          "--user-model", "scripted/oracle", "--run-id", "scripted-faulty-out-of-range"),
+         "unknown scripted model 'scripted/faulty-2'"),
     Case("scripted-bogus",
          ("run", "--domain", "airline", "--agent-model", "scripted/bogus",
           "--user-model", "scripted/oracle", "--run-id", "scripted-bogus"),
@@ -195,6 +200,8 @@ CASES: list[Case] = [
          "can be imported"),
     Case("import-json-lines-of-one-trial", ("import", "{files}/one-trial.jsonl"),
          "holds JSON lines (passhat's `export --format jsonl`)"),
+    Case("import-not-json", ("import", "/etc/passwd"),
+         "/etc/passwd is not JSON (it begins 'root:x:0:0:"),
     # -- where things live -----------------------------------------------------------------
     run("--task", "0", run_id="temporal-unreachable", env={"TEMPORAL_ADDRESS": "127.0.0.1:{closed}"},
         error="cannot connect to Temporal at 127.0.0.1:{closed}", max_s=60),

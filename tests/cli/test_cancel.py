@@ -45,8 +45,7 @@ def _run_args(srv: FaultServer, run_id: str) -> list[str]:
     args = json.dumps(http_args(srv.url))
     return ["run", "--domain", "airline", "--task", "0", "--trials", str(TRIALS),
             "--max-steps", str(MAX_STEPS), "--agent-model", "openai/endless", "--user-model",
-            "openai/endless", "--agent-args", args, "--user-args", args, "--run-id", run_id,
-            "--workers", "1"]
+            "openai/endless", "--agent-args", args, "--user-args", args, "--run-id", run_id]
 
 
 def _store(env: dict) -> Store:
@@ -125,7 +124,7 @@ async def test_cancel_without_a_worker_says_so_and_marks_trials_cancelled(fresh_
             env = {**ph.env(), TEST_KEY_ENV: "loopback-test-key"}
             worker = ph.start_worker()
             await worker.ready()
-            started = passhat(*_run_args(srv, run_id)[:-2], "--detach", env=env, timeout=120)
+            started = passhat(*_run_args(srv, run_id), "--detach", env=env, timeout=120)
             assert started.returncode == 0, started.stderr
             await until(lambda: srv.received >= 4, "four model calls", timeout=300)
             worker.kill()

@@ -204,3 +204,59 @@ def test_a_domain_of_passhats_own_protocol_from_a_plugin_runs_end_to_end(ph):
     kettle = next(t for t in trials if t.task_id == "refund_kettle")
     answers = [m.content for step in store.steps(kettle.trial_id) for m in step.message_list() if m.role == "tool"]
     assert [json.loads(a)["status"] for a in answers] == ["delivered", "refunded"], answers
+
+
+def test_a_plugin_domains_run_is_read_exported_and_rescored_by_tau2(ph, tmp_path, monkeypatch):
+    """A run of tests/plugin_modules/home_internet (user tools, its own sync_tools): the
+    commands that read results import its recorded plugin themselves, as resume does.
+    Its tau2-format export, re-scored by tau2's own evaluator with the plugin imported,
+    gives passhat's rewards; imported back (with --plugin), it reports the same."""
+    result = ph.cli("run", "--plugin", "home_internet", "--domain", "home_internet",
+                    "--agent-model", "scripted/noisy-0.5", "--user-model", "scripted/oracle",
+                    "--trials", "2", "--run-id", "home-export", timeout=600)  # "home" is another test's workflow on the shared server
+    assert result.returncode == 0, result.stderr
+    trials = Store(ph.db_url).trials("home-export")
+    rewards = {(t.task_id, t.trial_index): t.reward for t in trials}
+    assert set(rewards.values()) == {0.0, 1.0}, rewards  # a re-score that agrees is not luck
+    for args in (("report", "home-export"), ("trials", "home-export"), ("show", trials[0].trial_id), ("runs",)):
+        shown = ph.cli(*args)
+        assert shown.returncode == 0 and "Traceback" not in shown.stderr, (args, shown.stderr)
+    out = tmp_path / "out"
+    exported = ph.cli("export", "home-export", "--output-dir", str(out))
+    assert exported.returncode == 0, exported.stderr
+    [path] = out.glob("*.json")
+
+    monkeypatch.syspath_prepend(str(PLUGIN_MODULES))
+    import home_internet  # noqa: F401 - registers the domain with tau2's registry
+    from tau2.data_model.simulation import Results
+    from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+
+    results = Results.model_validate_json(path.read_text())
+    tasks = {task.id: task for task in results.tasks}
+    rescored = {(s.task_id, s.trial): evaluate_simulation(
+        simulation=s, task=tasks[s.task_id], evaluation_type=EvaluationType.ALL,
+        solo_mode=False, domain="home_internet").reward for s in results.simulations}
+    assert rescored == rewards
+
+    # Without the plugin, a tau2 file of its domain is one line naming what is missing.
+    refused = ph.cli("import", str(path), "--run-id", "home-bare")
+    assert refused.returncode == 2
+    assert one_error_line(refused).endswith(
+        "domain 'home_internet' is not one passhat has (airline, retail, telecom, mock, "
+        "telecom-workflow, or one a --plugin registers)")
+    imported = ph.cli("import", str(path), "--plugin", "home_internet", "--run-id", "home-again")
+    assert imported.returncode == 0, imported.stderr
+    assert Store(ph.db_url).get_run("home-again").run_config().plugins == ["home_internet"]
+    for args in (("report", "home-again"), ("trials", "home-again"),
+                 ("export", "home-again", "--output-dir", str(tmp_path / "again"))):
+        again = ph.cli(*args)
+        assert again.returncode == 0 and "Traceback" not in again.stderr, (args, again.stderr)
+    assert [p.name.replace("home-again", "home-export") for p in (tmp_path / "again").glob("*.json")] == [path.name]
+    # Where the plugin does not import, an export is one line saying so, and loses nothing.
+    monkeypatch.delenv("PYTHONPATH")
+    lost = ph.cli("export", "home-export", "--output-dir", str(tmp_path / "lost"))
+    assert lost.returncode == 2
+    assert one_error_line(lost) == (
+        "error: run home-export needs plugin home_internet, which does not import here: ModuleNotFoundError: "
+        "No module named 'home_internet'; put its folder on PYTHONPATH (or install it) and run the command again")
+    assert not (tmp_path / "lost").exists() and len(Store(ph.db_url).trials("home-export")) == len(trials)

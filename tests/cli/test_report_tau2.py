@@ -2,8 +2,8 @@
 leaderboard would make of its not-evaluable trials. Runs are written straight into a
 SQLite store (no Temporal): `runs`, `report` in every format and `export --format jsonl`
 name the tau2 version and data digest; a report of runs made with different tau2 versions
-is refused unless asked for, and then says so; pass^k is shown both ways whenever a
-trial is not evaluable."""
+is refused unless asked for, and then says so; whenever a trial is not evaluable, pass^k
+is shown as the leaderboard counts it too, with what that count leaves out."""
 
 from __future__ import annotations
 
@@ -102,16 +102,24 @@ def test_runs_of_different_tau2_versions_are_compared_only_when_asked(env):
     assert "ACROSS" not in _ok(passhat("report", "old", "legacy", env=env))
 
 
-def test_not_evaluable_trials_are_also_counted_as_the_leaderboard_counts_them(env):
+def test_not_evaluable_trials_are_left_out_as_the_leaderboard_leaves_them_out(env):
     [run] = json.loads(_ok(passhat("report", "new", "-o", "json", env=env)))["runs"]
     [group] = run["groups"]
     assert group["pass_hat_k"]["1"]["value"] == 1.0  # the lost trial left out
-    # As failures: t1 2/2, t2 1/2 -> pass^1 (1 + 0.5) / 2, pass^2 (1 + 0) / 2.
-    lost = {k: e["value"] for k, e in group["pass_hat_k_leaderboard"].items()}
-    assert lost == pytest.approx({"1": 0.75, "2": 0.5})
+    # tau2 1.0.1's submit prepare leaves it out too, and stops k at t2's one evaluable
+    # trial: pass^1 1.0, no pass^2. Beside it: what it left out, and the figure with the
+    # lost trial counted as a failure (t1 2/2, t2 1/2 -> pass^1 0.75, pass^2 0.5).
+    board = {k: e["value"] for k, e in group["pass_hat_k_leaderboard"].items()}
+    assert board == {"1": 1.0}
+    assert group["leaderboard_left_out"] == 1
+    assert group["pass_hat_k_failures_counted"] == pytest.approx({"1": 0.75, "2": 0.5})
     for output in ("table", "markdown", "html"):
         text = " ".join(_ok(passhat("report", "new", "-o", output, env=env)).split())
-        assert "as the leaderboard counts (1 not evaluable as failures): pass^1 0.750" in text, output
+        assert "as the leaderboard counts (tau2 1.0.1 submit prepare, pandas 2.x): pass^1 1.000" in text, output
+        assert ("it leaves out 1 of 4 trials (1 not evaluable), not counting them as failures; "
+                "no pass^2: a task has only 1 evaluable trial; counted as failures (as prepare counts "
+                "them under pandas 3.x): "
+                "pass^1 0.750, pass^2 0.500") in text, output
     # Nothing lost: one way of counting.
     [legacy] = json.loads(_ok(passhat("report", "legacy", "-o", "json", env=env)))["runs"]
     assert legacy["groups"][0]["pass_hat_k_leaderboard"] is None

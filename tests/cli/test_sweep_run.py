@@ -50,7 +50,7 @@ model = "openai/noisy-1"
 args = {{ {server}, temperature = 0.5 }}
 """)
         result = passhat("run", "--config", str(sweep), "--trials", "1", "--run-id", "swept",
-                         "--workers", "1", "--output", "json", env=env)
+                         "--output", "json", env=env)
         requests = srv.requests
     assert result.returncode == 0, result.stderr
     body = json.loads(result.stdout)
@@ -91,7 +91,7 @@ def test_a_budget_stops_the_run_and_resume_with_a_new_one_finishes_it(env):
         first = passhat("run", "--domain", "airline", "--task", "1", "--task", "2",
                         "--agent-model", "openai/oracle", "--user-model", "openai/oracle",
                         "--agent-args", args, "--user-args", args, "--concurrency", "1",
-                        "--workers", "1", "--run-id", "capped", "--max-cost", "0.000001", env=env)
+                        "--run-id", "capped", "--max-cost", "0.000001", env=env)
         assert first.returncode == 1, first.stderr
         assert "budget 1e-06 USD" in first.stderr  # the preview says so
         assert re.search(r"budget reached: run capped recorded [0-9.e-]+ USD of its 1e-06 USD budget and "

@@ -20,6 +20,7 @@ from passhat.infra.store import Store
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import PASSHAT, free_ports, passhat, until
 from passhat.testing.scripted_http import TEST_KEY_ENV, ScriptedResponder, http_args
+from tests.helpers import VALID_TASK
 
 WARM_MARK = "warm process took it"
 CANARY = "sk-warm-start-canary-0123456789"
@@ -177,6 +178,17 @@ def test_a_sigterm_to_the_warm_process_passes_on_to_its_commands(warm):
     until_sync(lambda: _serving(home), "a new warm process", 180)
 
 
+def test_a_usage_error_names_the_command_the_user_typed(warm, tmp_path):
+    """Click names the program in a usage error; in the warm process's fork it would
+    guess `python -m passhat.cli.passhat` from the process's __main__."""
+    env, home = warm
+    log = tmp_path / "startup.log"
+    result = passhat("resume", "no-such-run", "--bogus", env={**env, "PASSHAT_STARTUP_LOG": str(log)}, timeout=120)
+    assert _marks(log)[:1] == [WARM_MARK]
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.endswith("see `passhat resume --help`\n") and "python -m" not in result.stderr
+
+
 def test_another_environment_runs_here_and_replaces_the_warm_process(warm, tmp_path):
     """Last in this module: the warm process left serves another environment."""
     env, home = warm
@@ -193,3 +205,42 @@ def test_another_environment_runs_here_and_replaces_the_warm_process(warm, tmp_p
     assert again.returncode == 0, again.stderr
     assert _marks(log)[0] == WARM_MARK
     assert _serving(home) == new
+
+
+def test_a_warm_process_started_beside_a_checkout_imports_passhat(tmp_path):
+    """A run started from the folder that holds a checkout named `passhat` (here a link
+    to this one) starts the warm process: it must import the installed passhat, not
+    that folder as a namespace package, so a later run from anywhere is taken by it.
+    A relative path in a command still means the caller's folder."""
+    import passhat as installed
+
+    home = tmp_path / "home"
+    port, ui_port = free_ports(2)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TEMPORAL_ADDRESS", "PASSHAT_DB_URL", "PASSHAT_TEMPORAL_UI", TEST_KEY_ENV)}
+    env.update(PASSHAT_HOME=str(home), PASSHAT_TEMPORAL_PORT=str(port), PASSHAT_UI_PORT=str(ui_port),
+               PASSHAT_WARM_START="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "passhat").symlink_to(Path(installed.__file__).resolve().parent.parent, target_is_directory=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "tasks.json").write_text(json.dumps([VALID_TASK]))  # named relative to the caller
+    # The server alone first: the run below is what starts the warm process.
+    started = passhat("server", "start", env={**env, "PASSHAT_WARM_START": "0"}, timeout=180, cwd=tmp_path)
+    assert started.returncode == 0, started.stderr
+    try:
+        first = passhat("run", "--domain", "airline", "--task", "1", "--agent-model", "scripted/oracle",
+                        "--user-model", "scripted/oracle", "--run-id", "from-work", env=env, cwd=work, timeout=300)
+        assert first.returncode == 0, first.stderr
+        pid = until_sync(lambda: _serving(home), "the warm process to take commands", 180)
+        log = tmp_path / "startup.log"
+        later = passhat("run", "--domain", "airline", "--task-file", "tasks.json", "--agent-model",
+                        "scripted/oracle", "--user-model", "scripted/oracle", "--run-id", "later",
+                        env={**env, "PASSHAT_STARTUP_LOG": str(log)}, cwd=elsewhere, timeout=300)
+        assert _marks(log)[:1] == [WARM_MARK], later.stderr
+        assert later.returncode == 0, later.stderr
+        assert [t.task_id for t in Store(f"sqlite:///{home / 'results.db'}").trials("later")] == ["t1"]
+        assert _serving(home) == pid
+    finally:
+        passhat("server", "stop", env=env, timeout=120)

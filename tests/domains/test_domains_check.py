@@ -97,3 +97,28 @@ def test_a_tool_that_raises_answers_with_an_error_tool_message(env):
 
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert out.stdout.strip() == "True Error: Controlled substances cannot be refilled here", out.stderr
+
+
+def test_communicate_info_that_any_reply_meets_is_a_finding(env, tmp_path):
+    """tau2's COMMUNICATE check looks for each string in the agent's messages: one common
+    word ("already", "address", "pending") is met by replies that name no task data, so
+    the check passes by chance. Each is a finding that names the rule; the task's own
+    strings (its data) are not."""
+    tasks = json.loads((EXAMPLES / "pharmacy" / "tasks.json").read_text())
+    task = next(t for t in tasks if t["evaluation_criteria"]["communicate_info"])
+    own = list(task["evaluation_criteria"]["communicate_info"])
+    task["evaluation_criteria"]["communicate_info"] = [*own, "already", "Address", "pending"]
+    path = tmp_path / "tasks.json"
+    path.write_text(json.dumps([task]))
+    result = check(env, f"pharmacy@{path}", "--plugin", "pharmacy")
+    assert result.returncode == 1, result.stdout + result.stderr
+    findings = [line.split("\t")[2] for line in result.stdout.strip().splitlines()[:-1]]
+    assert findings == [
+        f"communicate_info {word!r} is met by chance: tau2 looks for it in the agent's messages "
+        f"(any case), and a reply naming no task data already has it ({reply!r}); "
+        "name the task's data (an amount, an id, a date) instead"
+        for word, reply in (
+            ("already", "I have already checked: your request is pending and will be processed shortly."),
+            ("Address", "Could you confirm your name, your user id or the email address on the account?"),
+            ("pending", "I have already checked: your request is pending and will be processed shortly."),
+        )], result.stdout

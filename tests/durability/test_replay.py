@@ -161,6 +161,8 @@ def test_committed_histories_cover_every_workflow():
             "window-trial-not-evaluable", "window-run-budget-exhausted"} <= names
     # ... and a gate's rounds.
     assert "rounds-gate" in names
+    # ... and a review (`passhat review`).
+    assert "review" in names
 
 
 async def test_live_budget_stop_history_replays(client, sqlite_store, model_server):

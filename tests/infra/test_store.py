@@ -514,6 +514,32 @@ def test_discard_attempt_sets_the_conversation_aside_and_keeps_its_cost(store):
     assert store.run_cost("r1") == pytest.approx(1.5)
 
 
+def test_an_attempt_set_aside_takes_its_judge_step_with_it(store):
+    """A judge reply tau2 1.0.x cannot read re-runs the whole simulation: the judge's step
+    leaves with the attempt's conversation (so the next attempt asks the judge afresh),
+    attempts are numbered by the conversations set aside, not by their judge steps, and
+    every step set aside stays in the cost. Re-asking the judge alone (--rejudge) sets
+    only its step aside."""
+    from passhat.domains.nl_judge import judge_key
+
+    spec = make_spec()
+    store.create_run(make_config(), total_trials=3)
+    store.begin_trial(spec)
+    for attempt in (1, 2):
+        store.record_step(spec.trial_id, "r1", 0, "assistant", [msg("hi")])
+        store.record_step(judge_key(spec.trial_id), "r1", 0, "assistant", [msg("{")], cost=0.25)
+        assert store.discard_attempt(spec.trial_id) == attempt
+        assert store.steps(spec.trial_id) == [] and store.get_step(judge_key(spec.trial_id), 0) is None
+    assert store.discard_attempt(spec.trial_id, keep_at_most=2) == 2  # nothing current: the count
+    store.record_step(spec.trial_id, "r1", 0, "assistant", [msg("hi")])
+    store.record_step(judge_key(spec.trial_id), "r1", 0, "assistant", [msg("{")], cost=0.25)
+    assert store.discard_judge(spec.trial_id) == 1
+    assert store.get_step(judge_key(spec.trial_id), 0) is None and len(store.steps(spec.trial_id)) == 1
+    assert store.discard_judge(spec.trial_id) == 1  # repeated: nothing more moves
+    row = store.mark_not_evaluable(spec.trial_id, "judge", "JudgeError", "infrastructure_error")
+    assert row.cost == pytest.approx(0.75)
+
+
 def test_a_database_without_the_run_tasks_table_opens_and_gets_it(db_url):
     """A store written by a passhat that kept no task copies: it opens, its runs are
     kept as they were, and the new table is there for the next run."""

@@ -72,7 +72,7 @@ BASE_SEED = 300  # tau2 run's default --seed
 TRIALS = 2
 MAX_ERRORS = 4
 MIN_CONVERSATIONS = 48  # main group; the odd group adds a few more
-PASSHAT_TIMEOUT_S = 400  # per group; a run that takes longer is reported, not awaited
+PASSHAT_TIMEOUT_S = 900  # per group; a run that takes longer is reported, not awaited
 REPORT_PATH = Path(os.environ.get("PARITY_REPORT", "/tmp/parity/report.txt"))
 
 
@@ -94,6 +94,9 @@ class Group:
     # every answer, so the limit has passed at the first step it is checked on, however
     # fast the machine: the comparison shows where each runner checks it.
     timeout: float | None = None
+    # How the NL-assertion judge (tau2 1.0.x) answers: "regular" (pm.judge_answer), or
+    # "irregular" (pm.irregular_judge_answer: string booleans, nulls, prose, missing keys).
+    judge: str = "regular"
 
 
 MAIN = Group("main", max_steps=30)
@@ -400,6 +403,8 @@ def run_tau2(group: Group, tasks: dict[str, list[str]], model: pm.ParityModel, r
 def responder_for(group: Group, model: pm.ParityModel):  # noqa: ANN201
     """The model's answers for a group's server: at once, or (a timed group) each after
     the group's timeout has passed."""
+    if group.judge == "irregular":
+        model = _with_irregular_judge(model)
     answer = ANSWERS.wrap(model)
     if group.timeout is None:
         return answer
@@ -409,6 +414,15 @@ def responder_for(group: Group, model: pm.ParityModel):  # noqa: ANN201
         return answer(body)
 
     return slow
+
+
+def _with_irregular_judge(model: pm.ParityModel):  # noqa: ANN202
+    """The model, with its judge answering as pm.irregular_judge_answer does."""
+    def answer(body: dict) -> dict:
+        irregular = pm.irregular_judge_answer(body)
+        return irregular if irregular is not None else model(body)
+
+    return answer
 
 
 def _timed_run_tasks(timeout: float):  # noqa: ANN202
@@ -1021,3 +1035,64 @@ async def test_a_time_limit_ends_conversations_where_tau2_ends_them(timeout_pari
     assert {(o.termination_reason, o.reward) for o in t.outcomes.values()} == {("timeout", 0.0)}
     assert all([side_of(b) for b in reqs] == ["user"] for reqs in t.requests.values())
     fail_on_differences(timeout_parity)
+
+
+# --------------------------------------------------------------------------- an irregular judge
+
+# tau2 1.0.x's NL-assertion judge answering as LLM judges get its format wrong (string
+# booleans, words, numbers, nulls, prose, fenced JSON, missing keys, no results), on every
+# retail task graded by it: tau2 reads each reply through its pydantic model and re-runs
+# the whole simulation after one it cannot read (then infrastructure_error); passhat must
+# score, re-run and give up exactly as it does.
+IRREGULAR = Group("judge", max_steps=30, judge="irregular")
+needs_judge = pytest.mark.skipif(not installed_rules().grades_nl_assertions,
+                                 reason="needs tau2 1.0.x: 26.3 grades no NL assertions")
+
+
+@pytest.fixture(scope="module")
+async def irregular_judge_parity(temporal_server, tmp_path_factory) -> Parity:
+    seeds = tau2_seeds()
+    tasks = {"retail": sorted(_judged_tasks("retail"), key=lambda t: int(t) if t.isdigit() else t)}
+    tau2, ours = await run_both(temporal_server, tmp_path_factory, "parity-judge", [(IRREGULAR, tasks)])
+    comparison = compare(tau2, ours, seeds)
+    per_task = defaultdict(list)
+    for conv in set(tau2.outcomes) | set(ours.outcomes):
+        a, b = tau2.outcomes.get(conv), ours.outcomes.get(conv)
+        per_task[conv[2]].append(
+            a is not None and b is not None and (a.termination_reason, a.reward) == (b.termination_reason, b.reward)
+            and conv not in comparison.request_diffs)
+    kinds = Counter(pm.irregular_kind(b) for b in tau2.judge_requests)
+    path = REPORT_PATH.with_name("report-judge.txt")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        comparison.report
+        + f"\n{sum(all(v) for v in per_task.values())}/{len(per_task)} tasks equal in reward, termination "
+        f"and requests; {len(tau2.outcomes)} conversations; tau2's outcomes "
+        f"{dict(Counter(_fmt(o) for o in tau2.outcomes.values()))}\n"
+        f"{sum(map(len, tau2.requests.values()))} requests by tau2, {sum(map(len, ours.requests.values()))} "
+        f"by passhat; judge requests {len(tau2.judge_requests)} by tau2, {len(ours.judge_requests)} by "
+        f"passhat; judge replies by kind (tau2) {dict(kinds)}\n")
+    return Parity(seeds, {IRREGULAR.name: tasks}, tau2, ours, comparison)
+
+
+@needs_judge
+@pytest.mark.timeout(2400)  # 80 conversations, a third of them run 4 times, on each side
+async def test_an_irregular_judge_is_read_and_re_run_as_tau2_does(irregular_judge_parity: Parity):
+    """Every retail task graded by the judge, both trials: the same requests (judge's
+    included), terminations and rewards; and the reference really met every kind of
+    reply, scored some with replies it coerced and gave up on some."""
+    parity = irregular_judge_parity
+    t = parity.tau2
+    assert not t.unplaced and not t.responder_errors, (t.unplaced[:2], t.responder_errors[:2])
+    assert len(parity.selection[IRREGULAR.name]["retail"]) == 40
+    assert len(t.outcomes) == 40 * TRIALS
+    kinds = Counter(pm.irregular_kind(b) for b in t.judge_requests)
+    assert set(kinds) == set(pm.IRREGULAR_REPLIES), kinds
+    outcomes = {(o.termination_reason, o.reward) for o in t.outcomes.values()}
+    assert {("user_stop", 1.0), ("user_stop", 0.0), ("infrastructure_error", None)} <= outcomes, outcomes
+
+    def bag(bodies: list[dict]) -> Counter:
+        return Counter(json.dumps(b, sort_keys=True) for b in bodies)
+
+    assert bag(t.judge_requests) == bag(parity.passhat.judge_requests)
+    fail_on_differences(parity)

@@ -224,6 +224,7 @@ BAD_FILES = [
     ("empty-list", [], {}, "is an empty list"),
     ("empty", "", {}, "is empty"),
     ("truncated", TAU2_MOCK_RESULTS.read_text()[:3000], {}, "is truncated"),
+    ("not-json", "root:x:0:0:root:/root:/bin/bash\n", {}, "is not JSON (it begins 'root:x:0:0:root:/root:/bin/bash')"),
     ("truncated-at-a-brace", TAU2_MOCK_RESULTS.read_text()[:1234].rstrip() + "}", {}, "is not valid JSON"),
     ("tau2-bad-schema", _tau2_with(simulations__0__termination_reason="gave_up"), {},
      "is not a valid tau2 results file: simulations.0.termination_reason"),

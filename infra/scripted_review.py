@@ -1,0 +1,100 @@
+"""The scripted review judges: offline stand-ins for the LLM that reviews a trial
+(`passhat review`), answering from the request alone, so they give the same answer in
+process (`scripted/reviewer`) and over loopback HTTP (passhat.testing).
+
+`reviewer` finds the mistakes the scripted models are known to make, from the
+transcript and the expected actions the request carries (passhat.domains.review's
+format), and blames them as the ground truth says:
+- an agent turn with neither text nor tool calls (scripted/noisy-P's failure): the
+  agent's premature_end;
+- the user simulator's stop before every expected agent action was made and before the
+  agent closed the task: the user's premature_end (a user that gives up early); after the
+  agent closed it without an expected action it never tried: the agent's skipped_action;
+- an agent tool call no expected action names: wrong_action; one whose tool is
+  expected with other arguments: wrong_arguments.
+`reviewer-misquote` answers first with a quote the transcript does not hold, then, when
+told so, as `reviewer`; `reviewer-garbled` never answers with JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+STOP = "###STOP###"
+# How the scripted agents close a task (scripted_provider.agent_turn): a user that stops
+# after one of these stops when the agent says it is done, not early.
+CLOSINGS = ("Here is what you need to know", "Your request has been handled.")
+_LINE = re.compile(r"\[step (\d+)\] (agent|user|tool answer to \w+)( calls |: )(.*)", re.S)
+_NEXT_LINE = re.compile(r"\n(?=\[step \d+\] )")  # a message's text may span lines
+MODELS = ("reviewer", "reviewer-misquote", "reviewer-garbled")
+
+
+def _section(text: str, tag: str) -> str:
+    start, end = text.find(f"<{tag}>\n"), text.find(f"\n</{tag}>")
+    return text[start + len(tag) + 3:end] if start >= 0 and end >= 0 else ""
+
+
+def _call(text: str) -> tuple[str, Any]:
+    name, _, rest = text.partition("(")
+    try:
+        return name, json.loads(rest[:-1])
+    except ValueError:
+        return name, None
+
+
+def verdict(request: str) -> dict[str, Any]:
+    """The review of the trial in `request` (the judge's user message)."""
+    expected = [a for a in json.loads(_section(request, "expected_actions") or "[]")
+                if a.get("requestor", "assistant") == "assistant"]
+    errors: list[dict[str, Any]] = []
+    made: list[tuple[str, Any]] = []
+    closed: tuple[int, str] | None = None  # the agent's closing turn: its step and words
+    for line in _NEXT_LINE.split(_section(request, "transcript")):
+        match = _LINE.fullmatch(line)
+        if not match:
+            continue
+        step, who, how, text = int(match.group(1)), match.group(2), match.group(3), match.group(4)
+        if who == "agent" and how == " calls ":
+            name, args = _call(text)
+            made.append((name, args))
+            same_tool = [a for a in expected if a["name"] == name]
+            if not same_tool:
+                errors.append(_error(step, "agent", "wrong_action", text, f"{name} is not an expected action"))
+            elif all(a["arguments"] != args for a in same_tool):
+                errors.append(_error(step, "agent", "wrong_arguments", text, f"{name} with other arguments"))
+        elif who == "agent" and text.startswith(CLOSINGS):
+            closed = (step, text[:60])
+        elif who == "agent" and text == "(empty)":
+            errors.append(_error(step, "agent", "premature_end", "(empty)", "the agent stopped answering"))
+        elif who == "user" and STOP in text:
+            missing = [a for a in expected if (a["name"], a["arguments"]) not in made]
+            if missing and closed is None:
+                errors.append(_error(step, "user", "premature_end", STOP,
+                                     f"the user stopped before {missing[0]['name']} was done"))
+            elif missing and not any(a["name"] == name for a in missing for name, _ in made):
+                # The agent said it was done without an expected action it never tried.
+                errors.append(_error(closed[0], "agent", "skipped_action", closed[1],
+                                     f"{missing[0]['name']} was never made"))
+    sides = {e["side"] for e in errors}
+    blame = "both" if len(sides) == 2 else (sides.pop() if sides else "none")
+    return {"errors": errors, "blame": blame}
+
+
+def _error(step: int, side: str, category: str, quote: str, why: str) -> dict[str, Any]:
+    return {"step": step, "side": side, "category": category, "severity": "high",
+            "quote": quote, "explanation": why}
+
+
+def review_turn(model: str, messages: list[dict]) -> dict:
+    """The scripted judge `model`'s answer (an assistant message) to a review request."""
+    name = model.rsplit("/", 1)[-1]
+    if name == "reviewer-garbled":
+        return {"role": "assistant", "content": "I think the agent did fine overall."}
+    request = next(str(m.get("content") or "") for m in messages if m.get("role") == "user")
+    review = verdict(request)
+    resent = len([m for m in messages if m.get("role") == "user"]) > 1
+    if name == "reviewer-misquote" and not resent:
+        review = {"errors": [_error(1, "agent", "hallucinated_detail", "a sentence nobody said",
+                                    "made up")] + review["errors"], "blame": "agent"}
+    return {"role": "assistant", "content": json.dumps(review)}
