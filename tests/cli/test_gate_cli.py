@@ -58,8 +58,8 @@ def test_exit_codes_and_outputs(env, tmp_path):
     assert worse.returncode == 1, worse.stderr
     regress = json.loads(worse.stdout)
     assert regress["criteria"][0]["kind"] == "regression"
-    # The baseline's rounds sent seeds 300, 301 and 302: the candidate's rounds start past them.
-    assert regress["seed_offset"] == 3
+    # The baseline's two rounds sent seeds 300 and 301: the candidate's rounds start past them.
+    assert regress["seed_offset"] == 2
 
 
 def test_seed_offset_keeps_clear_of_the_baselines_seeds():
