@@ -35,7 +35,7 @@ import pytest
 
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import free_ports
-from passhat.testing.scripted_http import ScriptedResponder, success_probability
+from passhat.testing.scripted_http import ScriptedHTTPError, ScriptedResponder, message_text, success_probability
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")),
@@ -99,6 +99,18 @@ class AnyModelIsTheOracle(ScriptedResponder):
         except ValueError:
             body = {**body, "model": "oracle"}
         return super().answer(body)
+
+    def _agent_candidates(self, system: str, messages: list[dict]) -> list:
+        """An agent with a prompt of its own (`--agent-prompt`) is none of the domains'
+        prompts: its task is found by the user's opening request alone, in every domain."""
+        try:
+            return super()._agent_candidates(system, messages)
+        except ScriptedHTTPError:
+            first = next((message_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
+            found = [(i, i.tasks[t]) for i in self.indexes for t in i.by_opening.get(first, [])]
+            if not found:
+                raise
+            return found
 
 
 @pytest.fixture(scope="module")
