@@ -54,7 +54,7 @@ def diagnoses(env: dict[str, str], store: Store, run_id: str) -> dict[str, dict 
     diagnosis branch provides it, else `passhat trials RUN --failed -o json`."""
     reader = getattr(store, "trial_diagnosis", None)
     if reader is not None:
-        return {t.trial_id: reader(run_id, t) for t in store.trials(run_id) if not is_success(t.reward or 0.0)}
+        return {t.trial_id: reader(run_id, t.trial_id) for t in store.trials(run_id) if not is_success(t.reward or 0.0)}
     from passhat.testing.harness import PASSHAT
 
     done = subprocess.run([str(PASSHAT), "trials", run_id, "--failed", "-o", "json"], env=env,

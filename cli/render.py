@@ -113,6 +113,14 @@ def print_diagnosis(diagnosis, console: Console) -> None:  # noqa: ANN001 - dict
         console.print(f"  never told the user: {info!r}", highlight=False, markup=False)
     for check in diagnosis["nl_failed"]:
         console.print(f"  NL assertion failed: {check}", highlight=False, markup=False)
+    for diff in diagnosis.get("db_differences") or []:  # version 2 on
+        console.print(f"  {diff['database']} DB {diff['path']}: gold {_short(diff['gold'])} vs {_short(diff['actual'])}",
+                      highlight=False, markup=False)
+
+
+def _short(value, width: int = 120) -> str:  # noqa: ANN001 - any JSON value
+    text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def trial_rows(rows, ui: str | None, namespace: str, jaeger: str) -> list[tuple[str, ...]]:  # noqa: ANN001

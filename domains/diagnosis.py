@@ -1,6 +1,7 @@
 """The exact diagnosis of a failed trial against its task's gold path (issue 33):
 pure computation over the recorded steps, the gold actions and the scored reward info.
-No LLM, no environment: the DB diff is not part of this version (see docs)."""
+No LLM, no environment: the field-by-field DB diff (`db_differences`, which needs tau2's
+environments) is added by the domain (Tau2Domain.database_differences, domains/db_diff.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from passhat.contracts import Message
 
-DIAGNOSIS_VERSION = 1
+DIAGNOSIS_VERSION = 2  # 2: db_differences
 
 # What ended the trial, in words, from tau2's termination reasons.
 ENDED_BY = {
@@ -19,6 +20,8 @@ ENDED_BY = {
     "agent_error": "agent errored",
     "user_error": "user simulator errored",
 }
+
+TRANSFER_TOOL = "transfer_to_human_agents"  # every tau2 domain's hand-off tool
 
 
 def _calls(steps: list[tuple[int, list[Message]]]) -> list[tuple[int, str, dict[str, Any]]]:
@@ -119,10 +122,18 @@ def diagnose(
         "unexplained_writes": unexplained,
         "communicate_missing": unsaid,
         "nl_failed": nl,
+        "db_differences": [],  # filled by the domain when the DB part failed
         "first_off_path": first,
-        "ended_by": {"termination_reason": termination_reason,
-                     "how": ENDED_BY.get(termination_reason or "", termination_reason)},
+        "ended_by": {"termination_reason": termination_reason, "how": _how_it_ended(calls, termination_reason)},
     }
+
+
+def _how_it_ended(calls: list[tuple[int, str, dict[str, Any]]], termination_reason: str | None) -> str | None:
+    how = ENDED_BY.get(termination_reason or "", termination_reason)
+    # tau2's user simulator ends the conversation (###TRANSFER###) once the agent hands it
+    # to a human: the stop is the user's, the decision the agent's.
+    transfer = next((step for step, name, _ in calls if name == TRANSFER_TOOL), None)
+    return f"agent transferred to a human at step {transfer}; {how}" if transfer is not None else how
 
 
 def one_line(diagnosis: dict[str, Any] | None) -> str:
@@ -130,5 +141,11 @@ def one_line(diagnosis: dict[str, Any] | None) -> str:
     if not diagnosis:
         return ""
     first = diagnosis.get("first_off_path")
-    where = f"{first['kind']} at step {first['step']} ({first['tool']})" if first else "on the gold path"
+    db = diagnosis.get("db_differences") or []
+    if first:
+        where = f"{first['kind']} at step {first['step']} ({first['tool']})"
+    elif db:  # every agent write on the path, yet the state differs (e.g. the user's own writes)
+        where = f"{db[0]['database']} DB differs at {db[0]['path']}"
+    else:
+        where = "on the gold path"
     return f"{where}; {diagnosis['ended_by']['how']}"

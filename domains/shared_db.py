@@ -171,7 +171,7 @@ def kept(db: BaseModel | None) -> BaseModel | str | None:
     records it touched), else tau2's hash of it. The database must not change after."""
     if db is None:
         return None
-    tables = _tables_of(db)
+    tables = tables_of(db)
     if tables is None:
         return _hash(db)
     for table in tables.values():
@@ -186,7 +186,7 @@ def same_data(a: BaseModel | str | None, b: BaseModel | None) -> bool:
         return a is b
     if isinstance(a, str):
         return a == _hash(b)
-    tables_a, tables_b = _tables_of(a), _tables_of(b)
+    tables_a, tables_b = tables_of(a), tables_of(b)
     if tables_a is None or tables_b is None or tables_a.keys() != tables_b.keys() or any(
         table.shared is not tables_b[field].shared for field, table in tables_a.items()
     ):
@@ -207,7 +207,7 @@ def _hash(db: BaseModel) -> str:
     return get_dict_hash(db.model_dump())
 
 
-def _tables_of(db: BaseModel) -> dict[str, CopyOnAccessTable] | None:
+def tables_of(db: BaseModel) -> dict[str, CopyOnAccessTable] | None:
     """The database's copy-on-access tables, when it is made of them over the same shared
     records as any database it is compared with (a database rebuilt by tau2, e.g. by
     update_db, is a plain model and is compared whole)."""

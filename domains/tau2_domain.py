@@ -374,13 +374,7 @@ class Tau2Domain:
                 db_check=DBCheck(db_match=True, db_reward=1.0),
                 info={"note": "No expected actions or env assertions"},
             )
-        init = task.initial_state
-        predicted = domain_data(self.tau2_name).new_environment()
-        predicted.set_state(
-            initialization_data=init.initialization_data if init else None,
-            initialization_actions=init.initialization_actions if init else None,
-            message_history=trajectory,
-        )
+        predicted = self._predicted_environment(task, trajectory)
         gold_db, gold_user_db = self._gold_state(task)
         db_match = same_data(gold_db, predicted.tools.db) and same_data(
             gold_user_db, predicted.user_tools.db if predicted.user_tools else None
@@ -411,24 +405,58 @@ class Tau2Domain:
         state, computed once per task and kept as shared_db.kept keeps them."""
         state = self._gold.get(task.id)
         if state is None:
-            init = task.initial_state
-            gold = domain_data(self.tau2_name).new_environment()
-            gold.set_state(
-                initialization_data=init.initialization_data if init else None,
-                initialization_actions=init.initialization_actions if init else None,
-                message_history=(init.message_history or []) if init else [],
-            )
-            for action in task.evaluation_criteria.actions or []:
-                try:
-                    gold.make_tool_call(
-                        tool_name=action.name, requestor=action.requestor, **action.arguments
-                    )
-                except Exception:  # noqa: BLE001
-                    pass  # as in tau2: a gold action that fails leaves the state as it was
+            gold = self._gold_environment(task)
             state = self._gold[task.id] = (
                 kept(gold.tools.db), kept(gold.user_tools.db if gold.user_tools else None)
             )
         return state
+
+    def _gold_environment(self, task: Any) -> Any:
+        """tau2's gold environment: the task's initial state, then its gold actions, each
+        made as tau2's evaluator makes them."""
+        init = task.initial_state
+        gold = domain_data(self.tau2_name).new_environment()
+        gold.set_state(
+            initialization_data=init.initialization_data if init else None,
+            initialization_actions=init.initialization_actions if init else None,
+            message_history=(init.message_history or []) if init else [],
+        )
+        for action in task.evaluation_criteria.actions or []:
+            try:
+                gold.make_tool_call(tool_name=action.name, requestor=action.requestor, **action.arguments)
+            except Exception:  # noqa: BLE001
+                pass  # as in tau2: a gold action that fails leaves the state as it was
+        return gold
+
+    def _predicted_environment(self, task: Any, trajectory: list[Any]) -> Any:
+        """tau2's environment after replaying the conversation, as its evaluator replays it
+        (the tool calls of both sides, each domain's sync_tools included)."""
+        init = task.initial_state
+        predicted = domain_data(self.tau2_name).new_environment()
+        predicted.set_state(
+            initialization_data=init.initialization_data if init else None,
+            initialization_actions=init.initialization_actions if init else None,
+            message_history=trajectory,
+        )
+        return predicted
+
+    def database_differences(self, task_id: str, messages: list[Message]) -> list[dict[str, Any]]:
+        """The fields in which the conversation's final databases (the agent's, and the
+        user's where the domain has one) differ from the gold ones (domains/db_diff.py)."""
+        from passhat.domains.db_diff import database_differences
+
+        task = self._tau2_task(task_id)
+        if task.evaluation_criteria is None:
+            return []
+        with gc_paused():
+            predicted = self._predicted_environment(task, to_tau2_trajectory(with_initial_messages(task, messages)))
+            gold_db, gold_user_db = self._gold_state(task) if domain_data(self.tau2_name).shared else (None, None)
+            if gold_db is None or isinstance(gold_db, str) or isinstance(gold_user_db, str):
+                gold = self._gold_environment(task)  # kept as a hash only: rebuilt to compare
+                gold_db, gold_user_db = gold.tools.db, gold.user_tools.db if gold.user_tools else None
+            user_db = predicted.user_tools.db if predicted.user_tools else None
+            return [*database_differences(gold_db, predicted.tools.db, "agent"),
+                    *database_differences(gold_user_db, user_db, "user")]
 
     def diagnose(
         self, task_id: str, steps: list[tuple[int, list[Message]]], reward_info: dict[str, Any],
@@ -444,7 +472,11 @@ class Tau2Domain:
             if getattr(a, "requestor", "assistant") == "assistant"
         ]
         info = list(criteria.communicate_info or []) if criteria else []
-        return diagnose(gold, info, self.tool_kinds(), steps, reward_info, termination_reason)
+        diagnosis = diagnose(gold, info, self.tool_kinds(), steps, reward_info, termination_reason)
+        if "DB" in diagnosis["failed_parts"]:
+            messages = [m for _, step in steps for m in step]
+            diagnosis["db_differences"] = self.database_differences(task_id, messages)
+        return diagnosis
 
     # -- helpers -----------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ import json
 import pytest
 from passhat.infra.temporal_client import connect
 
+from passhat.domains.diagnosis import DIAGNOSIS_VERSION
 from passhat.domains.registry import get_domain
 from passhat.infra import scripted_faults
 from passhat.testing.harness import passhat
@@ -23,13 +24,17 @@ async def test_diagnosis_names_the_injected_mistake_and_its_step(temporal_server
     await run_to_end(client, sqlite_store, cfg)
     domain = get_domain("airline")
     facts = scripted_faults.facts_of(domain)
-    checked = 0
+    checked = db_checked = 0
     for row in sqlite_store.trials(cfg.run_id):
         diagnosis = sqlite_store.trial_diagnosis(cfg.run_id, row.trial_id)
         if row.success:
             assert diagnosis is None
             continue
-        assert diagnosis is not None and diagnosis["version"] == 1
+        assert diagnosis is not None and diagnosis["version"] == DIAGNOSIS_VERSION
+        # A failed DB check is answered field by field, never by a hash alone.
+        db_failed = row.reward_info()["breakdown"].get("DB", 1.0) < 1
+        assert bool(diagnosis["db_differences"]) == db_failed, (row.task_id, diagnosis)
+        db_checked += db_failed
         task = domain.task(row.task_id)
         fault = scripted_faults.planned_fault("airline", task, facts, row.seed, 1.0)
         if fault is None or fault.kind not in SEEN_KINDS:
@@ -40,7 +45,7 @@ async def test_diagnosis_names_the_injected_mistake_and_its_step(temporal_server
         assert first is not None, (row.task_id, fault)
         assert {"kind": first["kind"], "step": first["step"]} == expected, (row.task_id, fault, diagnosis)
         checked += 1
-    assert checked >= 3
+    assert checked >= 3 and db_checked >= 3
     # The commands carry it: in full under "diagnosis" in JSON, one line in the table,
     # above the transcript in `show`.
     env = cli_env(f"sqlite:///{tmp_path / 'results.db'}", tmp_path)
@@ -51,3 +56,26 @@ async def test_diagnosis_names_the_injected_mistake_and_its_step(temporal_server
     assert shown["diagnosis"] == failed["diagnosis"]
     text = passhat("show", failed["trial_id"], env=env, timeout=180).stdout
     assert text.index("diagnosis: ") < text.index("agent:") if "agent:" in text else "diagnosis: " in text
+
+
+def test_a_hand_off_to_a_human_is_named_with_its_step():
+    from passhat.contracts import Message, ToolCall
+    from passhat.domains.diagnosis import diagnose, one_line
+
+    steps = [
+        (0, [Message(role="assistant", content="Hi! How can I help you today?")]),
+        (1, [Message(role="user", content="Cancel reservation ABC.")]),
+        (2, [Message(role="assistant", tool_calls=[ToolCall(id="t", name="transfer_to_human_agents",
+                                                            arguments={"summary": "cancel"})])]),
+    ]
+    gold = [{"name": "cancel_reservation", "arguments": {"reservation_id": "ABC"}, "compare_args": None}]
+    diagnosis = diagnose(gold, [], {"cancel_reservation": "write", "transfer_to_human_agents": "generic"},
+                         steps, {"breakdown": {"DB": 0.0}}, "user_stop")
+    assert diagnosis["ended_by"]["how"] == "agent transferred to a human at step 2; user stopped"
+    assert diagnosis["first_off_path"] == {"kind": "skipped_write", "step": 2, "tool": "cancel_reservation"}
+    assert one_line(diagnosis) == ("skipped_write at step 2 (cancel_reservation); "
+                                   "agent transferred to a human at step 2; user stopped")
+    # With every write on the path, a DB that still differs is what the line names.
+    diagnosis["first_off_path"] = None
+    diagnosis["db_differences"] = [{"database": "user", "path": "device.roaming", "gold": True, "actual": False}]
+    assert one_line(diagnosis).startswith("user DB differs at device.roaming;")
