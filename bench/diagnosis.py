@@ -99,6 +99,7 @@ def report(store: Store, env: dict[str, str], run_id: str, args: argparse.Namesp
     injected, passed, clean_failed = Counter(), Counter(), []
     confusion: Counter = Counter()
     right = kind_right = step_right = failed = undiagnosed = 0
+    argument_right = argument_cases = db_failed = db_answered = 0
     wrong: list[str] = []
     for t in trials:
         task = domains[t.domain].task(t.task_id)
@@ -123,6 +124,15 @@ def report(store: Store, env: dict[str, str], run_id: str, args: argparse.Namesp
         confusion[(fault.kind, said_kind or "(none)")] += 1
         kind_right += said_kind == fault.kind
         step_right += said_step == due
+        if fault.kind == "wrong_argument":  # the diff names the very argument changed
+            gold_args = task.gold_actions[fault.index].arguments
+            changed = {k for k, v in fault.action.arguments.items() if gold_args.get(k) != v}
+            named = {k for a in (diagnosis or {}).get("actions", []) for k in a.get("differing_arguments", {})}
+            argument_right += changed <= named and bool(changed)
+            argument_cases += 1
+        if t.reward_info()["breakdown"].get("DB", 1.0) < 1:
+            db_failed += 1
+            db_answered += bool((diagnosis or {}).get("db_differences"))
         if said_kind == fault.kind and said_step == due:
             right += 1
         else:
@@ -144,6 +154,10 @@ def report(store: Store, env: dict[str, str], run_id: str, args: argparse.Namesp
               f"  (target >= {TARGET:.0%}: {'met' if right / failed >= TARGET else 'NOT met'})")
         print(f"  kind right: {kind_right}/{failed} = {kind_right / failed:.1%};"
               f" step right: {step_right}/{failed} = {step_right / failed:.1%}")
+        if argument_cases:
+            print(f"  wrong_argument: the changed argument named among the differing ones: "
+                  f"{argument_right}/{argument_cases}")
+        print(f"  DB part failed: {db_failed}; with its field-by-field differences: {db_answered}")
     said = sorted({s for _, s in confusion}, key=lambda s: (s not in AGENT_FAULT_KINDS, s))
     print("\nconfusion (rows: injected kind, columns: diagnosed kind)")
     width = max(len(s) for s in [*AGENT_FAULT_KINDS, *said])

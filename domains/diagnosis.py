@@ -61,22 +61,30 @@ def diagnose(
     """`gold_actions`: [{"name", "arguments", "compare_args"}] of the agent's gold actions
     in order; `steps`: [(step number as `passhat show` numbers it, messages)]."""
     calls = _calls(steps)
+    # First every exact match, so that a gold action whose call is missing does not take
+    # the call of a later gold action of the same tool for its own (two cancellations,
+    # one skipped, would otherwise read as one wrong argument and one skipped write).
     used: set[int] = set()
-    actions = []
-    first: dict[str, Any] | None = None
-    cursor = 0  # calls before it are accounted for by earlier gold actions
+    assigned: list[int | None] = []
     for gold in gold_actions:
-        compare = gold.get("compare_args")
         match = next(
             (i for i, (_, name, args) in enumerate(calls) if i not in used and name == gold["name"]
-             and not _differing(gold["arguments"], args, compare)),
+             and not _differing(gold["arguments"], args, gold.get("compare_args"))),
             None,
         )
+        assigned.append(match)
         if match is not None:
             used.add(match)
-            actions.append({"action": gold["name"], "matched": True, "step": calls[match][0]})
-            cursor = max(cursor, match + 1)
+    unmatched_tools = {g["name"] for g, a in zip(gold_actions, assigned) if a is None}
+    actions = []
+    first: dict[str, Any] | None = None
+    for n, gold in enumerate(gold_actions):
+        if assigned[n] is not None:
+            actions.append({"action": gold["name"], "matched": True, "step": calls[assigned[n]][0]})
             continue
+        # Calls before the cursor are accounted for by earlier gold actions.
+        cursor = max((a + 1 for a in assigned[:n] if a is not None), default=0)
+        compare = gold.get("compare_args")
         same_tool = [i for i, c in enumerate(calls) if i not in used and c[1] == gold["name"]]
         if same_tool:
             i = min(same_tool, key=lambda i: len(_differing(gold["arguments"], calls[i][2], compare)))
@@ -84,18 +92,22 @@ def diagnose(
             actions.append({"action": gold["name"], "matched": False, "closest_step": calls[i][0],
                             "differing_arguments": diff})
             used.add(i)
-            cursor = max(cursor, i + 1)
+            assigned[n] = i
             kind, step, tool = "wrong_argument", calls[i][0], gold["name"]
         else:
             actions.append({"action": gold["name"], "matched": False, "never_called": True})
             due = next((i for i in range(cursor, len(calls)) if i not in used
                         and tool_kinds.get(calls[i][1]) == "write"), None)
-            if due is not None and calls[due][1] not in {g["name"] for g in gold_actions}:
+            # A write where this one was due is the wrong tool, unless a gold action of
+            # its own tool still waits for a call (then it is that action's, mistaken).
+            if due is not None and calls[due][1] not in unmatched_tools:
                 used.add(due)
+                assigned[n] = due
                 kind, step, tool = "wrong_tool", calls[due][0], calls[due][1]
             else:
-                nxt = next((calls[i][0] for i in range(cursor, len(calls)) if i not in used), None)
-                kind, step, tool = "skipped_write", nxt if nxt is not None else _closing_step(steps), gold["name"]
+                # It was due before the agent's next call (or its closing message).
+                nxt = calls[cursor][0] if cursor < len(calls) else _closing_step(steps)
+                kind, step, tool = "skipped_write", nxt, gold["name"]
         if first is None and tool_kinds.get(gold["name"]) == "write":
             first = {"kind": kind, "step": step, "tool": tool}
     unexplained = [

@@ -79,3 +79,31 @@ def test_a_hand_off_to_a_human_is_named_with_its_step():
     diagnosis["first_off_path"] = None
     diagnosis["db_differences"] = [{"database": "user", "path": "device.roaming", "gold": True, "actual": False}]
     assert one_line(diagnosis).startswith("user DB differs at device.roaming;")
+
+
+def test_a_skipped_write_is_not_taken_for_a_wrong_argument_of_the_same_tool():
+    from passhat.contracts import Message, ToolCall
+    from passhat.domains.diagnosis import diagnose
+
+    def call(step: int, reservation: str):
+        return (step, [Message(role="assistant", tool_calls=[ToolCall(
+            id=f"c{step}", name="cancel_reservation", arguments={"reservation_id": reservation})])])
+
+    gold = [{"name": "cancel_reservation", "arguments": {"reservation_id": r}, "compare_args": None}
+            for r in ("AAA", "BBB")]
+    kinds = {"cancel_reservation": "write"}
+    # The first cancellation skipped: the one call made is the second gold action's.
+    steps = [(0, [Message(role="user", content="Cancel both.")]), call(1, "BBB"),
+             (2, [Message(role="assistant", content="Done.")])]
+    diagnosis = diagnose(gold, [], kinds, steps, {"breakdown": {"DB": 0.0}}, "user_stop")
+    assert diagnosis["actions"] == [
+        {"action": "cancel_reservation", "matched": False, "never_called": True},
+        {"action": "cancel_reservation", "matched": True, "step": 1},
+    ]
+    assert diagnosis["first_off_path"] == {"kind": "skipped_write", "step": 1, "tool": "cancel_reservation"}
+    # One wrong: it is the closest call of the action whose call is missing.
+    steps[1] = call(1, "AAX")
+    steps.insert(2, call(2, "BBB"))
+    diagnosis = diagnose(gold, [], kinds, steps, {"breakdown": {"DB": 0.0}}, "user_stop")
+    assert diagnosis["actions"][0]["differing_arguments"] == {"reservation_id": {"gold": "AAA", "actual": "AAX"}}
+    assert diagnosis["first_off_path"] == {"kind": "wrong_argument", "step": 1, "tool": "cancel_reservation"}
