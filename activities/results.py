@@ -79,13 +79,22 @@ def trial_outcomes(store: Store, run_ids: list[str]) -> dict[str, list[bool | No
     return out
 
 
-def diagnose_trial(domain: str, task_id: str, steps: list, reward_info: dict, termination_reason: str | None):  # noqa: ANN201 - dict | None
-    """A failed trial's diagnosis, for domains that diagnose (tau2's and plugins built on them)."""
+def diagnose_trial(domain: str, task_id: str, steps: list, reward_info: dict, termination_reason: str | None,
+                   verdicts: list | None = None):  # noqa: ANN201 - dict | None
+    """A failed trial's diagnosis, for domains that diagnose (tau2's and plugins built on
+    them); `verdicts`, the NL-assertion judge's as recorded (with its reasons)."""
     diagnose = getattr(get_domain(domain), "diagnose", None)
     if diagnose is None:
         return None
     recorded = [(s.step, s.message_list()) for s in steps]
-    return diagnose(task_id, recorded, reward_info, termination_reason)
+    diagnosed = {**reward_info, "nl_checks": verdicts} if verdicts else reward_info
+    return diagnose(task_id, recorded, diagnosed, termination_reason)
+
+
+def recorded_verdicts(store: Store, trial_id: str, tau2_version: str | None) -> list | None:
+    """The NL-assertion judge's verdicts the trial recorded (tau2 1.0.x), or None."""
+    judged = store.get_step(judge_key(trial_id), 0)
+    return parse_verdicts(judged.message_list()[-1].content, rules_for(tau2_version)) if judged else None
 
 
 def outcome_of(row) -> TrialOutcome:  # noqa: ANN001 - a TrialRow
@@ -148,9 +157,7 @@ class ResultActivities:
             if last.failure_class
             else None
         )
-        judged = self.store.get_step(judge_key(spec.trial_id), 0)
-        verdicts = (parse_verdicts(judged.message_list()[-1].content, rules_for(spec.tau2_version))
-                    if judged else None)
+        verdicts = recorded_verdicts(self.store, spec.trial_id, spec.tau2_version)
         with tracing.span("passhat.score", spec.trial_id, tracing.trial_attributes(spec)) as span:
             judged = {} if verdicts is None else {"nl_checks": verdicts}  # only judged domains take it
             score = get_domain(spec.domain).score(spec.task_id, messages, req.termination_reason, **judged)
@@ -162,9 +169,7 @@ class ResultActivities:
         reward_info = {"breakdown": score.breakdown, **score.info}
         diagnosis = None
         if not is_success(score.reward):
-            # The judge's verdicts (with its reasons) as recorded, for the NL part.
-            diagnosed = {**reward_info, "nl_checks": verdicts} if verdicts else reward_info
-            diagnosis = diagnose_trial(spec.domain, spec.task_id, steps, diagnosed, req.termination_reason)
+            diagnosis = diagnose_trial(spec.domain, spec.task_id, steps, reward_info, req.termination_reason, verdicts)
         self.store.finish_trial(
             spec.trial_id,
             reward=score.reward,

@@ -25,8 +25,9 @@ import tempfile
 import time
 from collections import Counter
 
-from passhat.contracts import is_success
+from passhat.contracts import TRIAL_SCORED, is_success
 from passhat.domains.registry import get_domain
+from passhat.domains.tau2_version import installed_rules
 from passhat.infra.scripted_faults import AGENT_FAULT_KINDS, facts_of, fault_step, planned_fault
 from passhat.infra.store import Store
 
@@ -42,6 +43,8 @@ def run_faulty(env: dict[str, str], run_id: str, p: float, trials: int, concurre
             "--agent-model", f"scripted/faulty-{p:g}", "--user-model", "scripted/oracle",
             "--trials", str(trials), "--concurrency", str(concurrency), "--workers", str(workers),
             "--run-id", run_id, "--yes", "-o", "json"]
+    if installed_rules().grades_nl_assertions:  # tau2 1.0.x: its NL-assertion judge, offline
+        args += ["--judge-model", "scripted/judge"]
     started = time.monotonic()
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=7200, stdin=subprocess.DEVNULL)
     if done.returncode not in (0, 1):
@@ -100,12 +103,16 @@ def report(store: Store, env: dict[str, str], run_id: str, args: argparse.Namesp
     confusion: Counter = Counter()
     right = kind_right = step_right = failed = undiagnosed = 0
     argument_right = argument_cases = db_failed = db_answered = 0
+    not_scored: list[str] = []
     wrong: list[str] = []
     for t in trials:
         task = domains[t.domain].task(t.task_id)
         fault = planned_fault(t.domain, task, facts[t.domain], t.seed, args.p)
         if fault is not None:
             injected[fault.kind] += 1
+        if t.status != TRIAL_SCORED:  # not evaluable: no reward, so no diagnosis
+            not_scored.append(f"{t.trial_id} ({t.termination_reason}: {(t.error or '')[:100]})")
+            continue
         if is_success(t.reward or 0.0):
             if fault is not None:
                 passed[fault.kind] += 1
@@ -130,7 +137,7 @@ def report(store: Store, env: dict[str, str], run_id: str, args: argparse.Namesp
             named = {k for a in (diagnosis or {}).get("actions", []) for k in a.get("differing_arguments", {})}
             argument_right += changed <= named and bool(changed)
             argument_cases += 1
-        if t.reward_info()["breakdown"].get("DB", 1.0) < 1:
+        if t.reward_info().get("breakdown", {}).get("DB", 1.0) < 1:
             db_failed += 1
             db_answered += bool((diagnosis or {}).get("db_differences"))
         if said_kind == fault.kind and said_step == due:
@@ -144,6 +151,7 @@ def report(store: Store, env: dict[str, str], run_id: str, args: argparse.Namesp
     print(f"injected: {sum(injected.values())}  ({', '.join(f'{k} {injected[k]}' for k in AGENT_FAULT_KINDS)})")
     print(f"injected, trial passed (the reward does not see the mistake): {sum(passed.values())}"
           + (f"  ({', '.join(f'{k} {n}' for k, n in sorted(passed.items()))})" if passed else ""))
+    print(f"not evaluable: {len(not_scored)}" + (f"  {not_scored[:3]}" if not_scored else ""))
     print(f"failed without an injected mistake: {len(clean_failed)}" + (f"  {clean_failed[:5]}" if clean_failed else ""))
     print(f"failed with an injected mistake: {failed}; without a stored diagnosis: {undiagnosed}")
     if failed and undiagnosed == failed:

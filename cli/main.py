@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from passhat.cli import admin_commands, gate_commands, result_commands, review_commands, run_commands
+from passhat.cli import admin_commands, diagnose_command, gate_commands, result_commands, review_commands, run_commands
 from passhat.cli.common import OneLineUsageErrors
 
 STARTUP_GC_THRESHOLD = 50_000  # new container objects between two young collections
@@ -30,6 +30,7 @@ app.command()(run_commands.resume)
 app.command()(run_commands.cancel)
 app.command()(gate_commands.gate)
 app.command()(review_commands.review)
+app.command()(diagnose_command.diagnose)
 app.command()(result_commands.runs)
 app.command()(result_commands.status)
 app.command()(result_commands.report)
@@ -44,7 +45,7 @@ app.add_typer(admin_commands.server_app, name="server")
 app.add_typer(admin_commands.search_attributes_app, name="search-attributes")
 
 # Commands that load tau2, whose loguru messages are routed to the log file first.
-_LOADS_TAU2 = {"run", "gate", "review", "demo", "resume", "worker", "domains", "tasks", "export", "import"}
+_LOADS_TAU2 = {"run", "gate", "review", "diagnose", "demo", "resume", "worker", "domains", "tasks", "export", "import"}
 
 
 def _print_version(asked: bool) -> None:

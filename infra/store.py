@@ -425,6 +425,16 @@ class Store:
             },
         )
 
+    def set_trial_diagnosis(self, trial_id: str, diagnosis: dict[str, Any] | None) -> None:
+        """Replace a scored trial's diagnosis (`passhat diagnose`: one made by an older
+        diagnosis version, or none)."""
+        with self._session() as s:
+            s.exec(
+                update(TrialRow)
+                .where(TrialRow.trial_id == trial_id)
+                .values(diagnosis_json=None if diagnosis is None else json.dumps(diagnosis, default=str))
+            )
+
     def trial_diagnosis(self, run_id: str, trial_id: str) -> dict[str, Any] | None:
         """The stored diagnosis of a failed scored trial (None if it has none)."""
         row = self.get_trial(trial_id)

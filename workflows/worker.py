@@ -16,18 +16,20 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from passhat.activities.conversation import ConversationActivities
+from passhat.activities.rediagnosis import RediagnosisActivities
 from passhat.activities.results import ResultActivities
 from passhat.activities.review import ReviewActivities
 from passhat.contracts import ProviderLimit, plugin_task_queue, provider_task_queue
 from passhat.infra.store import Store
 from passhat.workflows.round_choice import choose_round, measure_record
+from passhat.workflows.rediagnosis import RediagnosisWorkflow
 from passhat.workflows.review import ReviewWorkflow
 from passhat.workflows.rounds import RoundsWorkflow
 from passhat.workflows.run import RunWorkflow
 from passhat.workflows.task import TaskWorkflow
 from passhat.workflows.trial import TrialWorkflow
 
-WORKFLOWS = [RunWorkflow, TaskWorkflow, TrialWorkflow, RoundsWorkflow, ReviewWorkflow]
+WORKFLOWS = [RunWorkflow, TaskWorkflow, TrialWorkflow, RoundsWorkflow, ReviewWorkflow, RediagnosisWorkflow]
 SWITCH_INTERVAL_S = 0.0005
 # The collector's thresholds while a worker runs. The command line raised them for its
 # start-up; a run's garbage (cycles among a model call's objects) must not pile up.
@@ -142,6 +144,7 @@ def build_worker(
             measure_record,
             review.review_plan,
             review.review_trial,
+            RediagnosisActivities(store).rediagnose_run,
         ],
         # Tool execution, scoring and store writes are synchronous: they run in threads.
         activity_executor=ThreadPoolExecutor(max_workers=max_concurrent_activities),

@@ -163,6 +163,8 @@ def test_committed_histories_cover_every_workflow():
     assert "rounds-gate" in names
     # ... and a review (`passhat review`).
     assert "review" in names
+    # ... and `passhat diagnose` (recorded by tests/cli/test_diagnose_command.py).
+    assert "rediagnosis" in names
 
 
 async def test_live_budget_stop_history_replays(client, sqlite_store, model_server):
