@@ -58,9 +58,11 @@ def agent_actions(steps: Iterable[tuple[int, list[Message]]], termination_reason
     when it asks the user to act, or closes), else the last recorded step."""
     out: list[Action] = []
     closing = last = None
+    opened = False  # the agent's greeting, before the user's first message, is no answer
     for step_no, messages in steps:
         last = step_no
         for m in messages:
+            opened = opened or m.role == "user"
             if m.role != "assistant":
                 continue
             for call in m.tool_calls or []:
@@ -71,7 +73,7 @@ def agent_actions(steps: Iterable[tuple[int, list[Message]]], termination_reason
                 out.append(Action(step_no, call.name, args,
                                   key=json.dumps([call.name, args], sort_keys=True, default=str)))
                 closing = None
-            if m.has_text() and not m.tool_calls and closing is None:
+            if m.has_text() and not m.tool_calls and closing is None and opened:
                 closing = step_no
     end = termination_reason or "unknown"
     out.append(Action(closing if closing is not None else last, None, {}, ended=end, key=f"end:{end}"))

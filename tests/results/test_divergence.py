@@ -9,10 +9,11 @@ from passhat.results.divergence import TrialActions, agent_actions, cause_change
 
 
 def conversation(calls: list[tuple[str, dict]], ending: str = "Done.", words: str = "Let me look.") -> list:
-    """Steps as `passhat show` numbers them: the user's opening (1), then per call the
-    agent's words and call (one step) and the tool's answer (the next), then the agent's
-    closing message."""
-    steps = [(1, [Message(role="user", content="Hi, I need help.")])]
+    """Steps as `passhat show` numbers them: the agent's greeting (0), the user's opening
+    (1), then per call the agent's words and call (one step) and the tool's answer (the
+    next), then the agent's closing message."""
+    steps = [(0, [Message(role="assistant", content="Hi! How can I help you today?")]),
+             (1, [Message(role="user", content="Hi, I need help.")])]
     n = 2
     for i, (name, args) in enumerate(calls):
         steps.append((n, [Message(role="assistant", content=words,
@@ -110,6 +111,13 @@ def test_user_tool_calls_are_not_the_agents_actions():
     steps.insert(1, (1, [Message(role="user", tool_calls=[
         ToolCall(id="u0", name="check_speed", arguments={}, requestor="user")])]))
     assert [a.name for a in agent_actions(steps, "user_stop")] == [g[0] for g in GOLD] + [None]
+
+
+def test_an_agent_that_calls_nothing_parts_at_its_answer_not_its_greeting():
+    result = task_divergence([trial(0, True, GOLD), trial(1, False, [], reason="user_stop")])
+    [group] = result.groups
+    assert (group.steps, group.failing, group.passing, group.after) == (
+        [2], "ended (user stopped)", "called get_user_details", None)
 
 
 def test_cause_changes_between_two_runs():
