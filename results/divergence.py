@@ -52,7 +52,8 @@ class Action:
         return f"called {self.name}"
 
 
-def agent_actions(steps: Iterable[tuple[int, list[Message]]], termination_reason: str | None) -> list[Action]:
+def agent_actions(steps: Iterable[tuple[int, list[Message | dict[str, Any]]]],
+                  termination_reason: str | None) -> list[Action]:
     """The agent's tool calls in order, then the end. The end's step is the agent's
     first message after its last call (where it went on talking instead of calling, as
     when it asks the user to act, or closes), else the last recorded step."""
@@ -62,18 +63,20 @@ def agent_actions(steps: Iterable[tuple[int, list[Message]]], termination_reason
     for step_no, messages in steps:
         last = step_no
         for m in messages:
-            opened = opened or m.role == "user"
-            if m.role != "assistant":
+            # A report reads thousands of conversations: stored JSON, not Message models.
+            m = m if isinstance(m, dict) else m.model_dump()
+            opened = opened or m["role"] == "user"
+            if m["role"] != "assistant":
                 continue
-            for call in m.tool_calls or []:
-                if call.requestor != "assistant":
+            for call in m.get("tool_calls") or []:
+                if call.get("requestor", "assistant") != "assistant":
                     continue
-                args = (dict(call.arguments) if call.invalid_arguments is None
-                        else {"(invalid JSON)": call.invalid_arguments})
-                out.append(Action(step_no, call.name, args,
-                                  key=json.dumps([call.name, args], sort_keys=True, default=str)))
+                args = (dict(call.get("arguments") or {}) if call.get("invalid_arguments") is None
+                        else {"(invalid JSON)": call["invalid_arguments"]})
+                out.append(Action(step_no, call["name"], args,
+                                  key=json.dumps([call["name"], args], sort_keys=True, default=str)))
                 closing = None
-            if m.has_text() and not m.tool_calls and closing is None and opened:
+            if (m.get("content") or "").strip() and not m.get("tool_calls") and closing is None and opened:
                 closing = step_no
     end = termination_reason or "unknown"
     out.append(Action(closing if closing is not None else last, None, {}, ended=end, key=f"end:{end}"))
@@ -262,8 +265,8 @@ def _all_failed(failing: list[TrialActions], scored: int) -> TaskDivergence:
 def run_divergences(rows: list[Any], steps_of: Any) -> dict[tuple[str, str, str, str], TaskDivergence]:
     """The divergence of every task with a failed trial, by (agent model, user model,
     domain, task id). `rows`: a run's trial rows (TrialRow); `steps_of(trial_id)`: that
-    trial's recorded steps as (step number, messages), read only for tasks with both
-    passing and failing trials (the others need none)."""
+    trial's recorded steps as (step number, messages: Message models or their stored
+    JSON dicts), asked only for tasks with both passing and failing trials."""
     by_task: dict[tuple[str, str, str, str], list[Any]] = {}
     for row in rows:
         if row.status == TRIAL_SCORED and row.reward is not None:

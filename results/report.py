@@ -12,6 +12,7 @@ html_report for html). Its pydantic models are the JSON schema.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any, Literal
 
@@ -319,12 +320,12 @@ def _run_report(store, run_id: str) -> RunReport:  # noqa: ANN001
 def _steps_reader(store, run_id: str):  # noqa: ANN001, ANN202 - a Store; trial id -> steps
     """A trial's steps as (number, messages), the run's steps read in one query when
     the first is asked for (a run with no flaky task reads none)."""
-    loaded: dict[str, list[Any]] = {}
+    loaded: dict[str, list[tuple[int, str]]] = {}
 
-    def steps_of(trial_id: str) -> list[tuple[int, list[Any]]]:
+    def steps_of(trial_id: str) -> list[tuple[int, list[dict[str, Any]]]]:
         if not loaded:
-            loaded.update(store.run_steps(run_id) or {"": []})
-        return [(s.step, s.message_list()) for s in loaded.get(trial_id, [])]
+            loaded.update(store.run_messages(run_id) or {"": []})
+        return [(step, json.loads(messages)) for step, messages in loaded.get(trial_id, [])]
 
     return steps_of
 
