@@ -6,6 +6,8 @@ domain with user tools (tests/plugin_modules/home_internet), through `passhat re
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -96,6 +98,9 @@ def test_airline_trials_part_where_the_injected_mistake_shows_and_report_says_so
     assert "why trials failed, per task:" in table
     for task in flaky:
         assert f"{task.task_id}: {task.divergence.line}" in table
+    rows = list(csv.DictReader(io.StringIO(ph.cli("report", "parting", "--by", "task", "-o", "csv").stdout)))
+    assert {r["task_id"]: r["diagnosis"] for r in rows} == {
+        t.task_id: t.divergence.line if t.divergence else "" for t in group.task_results}
     reported = json.loads(ph.cli("report", "parting", "-o", "json").stdout)
     tasks = {t["task_id"]: t for t in reported["runs"][0]["groups"][0]["task_results"]}
     for task in flaky:
@@ -117,7 +122,7 @@ def test_airline_trials_part_where_the_injected_mistake_shows_and_report_says_so
     assert compared.returncode == 0, compared.stderr
     words = " ".join((ph.home / "ab.txt").read_text().split())
     grew = next(c for c in comparison["causes"] if c["change"] == "grew")
-    assert f"first step off the gold path, a -> b: " in words
+    assert "first step off the gold path, a -> b: " in words
     assert f"{grew['cause']} {grew['a']} -> {grew['b']} (grew)" in words
 
 
