@@ -113,6 +113,20 @@ def test_airline_trials_part_where_the_injected_mistake_shows_and_report_says_so
 
     # `report A B`: which causes grew or shrank. Every trial of B errs.
     run(ph, "parting-all", "--domain", "airline", "--num-tasks", "10", agent="scripted/faulty-1.0")
+    # There a task whose every trial failed (write_before_read passes) is named by its
+    # most common first step off the gold path, as the stored diagnoses give it.
+    firsts: dict[str, list[tuple]] = {}
+    for r in store.trials("parting-all"):
+        first = (r.diagnosis() or {}).get("first_off_path") if r.diagnosis_json else "passed"
+        if first != "passed":
+            firsts.setdefault(r.task_id, []).append((first["kind"], first["tool"]) if first else ("on the gold path", None))
+    all_failed = [t for t in build_report(store, ["parting-all"]).runs[0].groups[0].task_results
+                  if t.divergence and t.divergence.kind == "all_failed"]
+    assert len(all_failed) >= 5 and all(len(firsts[t.task_id]) == 4 for t in all_failed)
+    for task in all_failed:
+        found, seen = task.divergence.first_off_path, firsts[task.task_id]
+        assert found["diagnosed"] == 4 and found["count"] == max(seen.count(f) for f in seen)
+        assert seen.count((found["kind"], found["tool"])) == found["count"]
     both = json.loads(ph.cli("report", "parting", "parting-all", "-o", "json").stdout)
     [comparison] = both["comparisons"]
     a, b = (r["groups"][0]["failures"]["causes"] for r in both["runs"])
