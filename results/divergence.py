@@ -3,7 +3,7 @@ steps and stored diagnoses, run at report time.
 
 A trial is read as the sequence of the agent's actions: each tool call it made (name and
 arguments), then how the conversation ended (the termination reason, at the agent's
-closing message). The agent's free text is not compared: a model words the same answer
+first message after its last call). The agent's free text is not compared: a model words the same answer
 differently from one trial to the next.
 
 For a task with passing and failing trials, each failing trial is lined up with the
@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from passhat.contracts import TRIAL_SCORED, Message, is_success
 from passhat.domains.diagnosis import ENDED_BY
-
 
 
 @dataclass(frozen=True)
