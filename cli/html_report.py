@@ -33,7 +33,9 @@ details.trial{border:1px solid #ddd;margin:4px 0;padding:4px 8px}details.trial[o
 summary{cursor:pointer}.msg{margin:4px 0;padding:4px 8px;border-left:4px solid #ccc;white-space:pre-wrap}
 .msg.assistant{border-color:#4a78c2}.msg.user{border-color:#3c9a50}.msg.tool{border-color:#999;background:#f4f4f4}
 .msg.error{border-color:#d9534f}.who{font-weight:600}pre{white-space:pre-wrap;background:#f4f4f4;padding:6px}
-.chart svg{max-width:100%;height:auto}.gridbox{display:inline-block;vertical-align:top;margin-right:28px}
+.chart svg{max-width:100%;height:auto}
+.sides{display:flex;gap:12px}.sides>div{flex:1;min-width:0}.msg.split{background:#fff3cd}
+.stepno{color:#888;margin-right:6px}.gridbox{display:inline-block;vertical-align:top;margin-right:28px}
 """
 
 # A link to a trial opens its <details> (browsers scroll to it but leave it closed).
@@ -79,6 +81,7 @@ class TrialView(BaseModel):
     output_tokens: int
     reward_info: dict[str, Any]
     messages: list[Message]
+    message_steps: list[int] = []  # each message's step, as `passhat show` numbers them
     temporal_url: str | None
     jaeger_url: str | None
     reviews: list[dict[str, Any]] = []  # `passhat review`, every judge's
@@ -104,6 +107,7 @@ def trial_views(store, run: RunReport, ui: str | None, namespace: str, jaeger: s
             input_tokens=row.input_tokens, output_tokens=row.output_tokens,
             reward_info=row.reward_info(),
             messages=[m for s in steps.get(row.trial_id, []) for m in s.message_list()],
+            message_steps=[s.step for s in steps.get(row.trial_id, []) for _ in s.message_list()],
             temporal_url=None if temporal_url == "-" else temporal_url,
             jaeger_url=None if jaeger_url == "-" else jaeger_url,
             reviews=reviews.get(row.trial_id, []),
@@ -116,7 +120,8 @@ def render(report: Report, trials: dict[str, list[TrialView]], reviews: list[lis
     `reviews`, each run's LLM review summed up (passhat.results.review_report.lines)."""
     title = "passhat report " + ", ".join(r.run_id for r in report.runs)
     body = [f"<h1>{_e(title)}</h1>", _status(report), _summary(report), _charts(report),
-            _comparisons(report), _taxonomy(report), _review_section(reviews or []), _grids(report),
+            _comparisons(report), _taxonomy(report), _causes(report), _partings(report, trials),
+            _review_section(reviews or []), _grids(report),
             _drilldown(report, trials)]
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -202,15 +207,24 @@ def _comparisons(report: Report) -> str:
         f'<tr><td class="l">{_e(c.domain)}</td><td class="l">{_e(report.label(c.a))}</td>'
         f'<td class="l">{_e(report.label(c.b))}</td><td>{c.shared_tasks}</td>'
         f"<td>{c.difference.value:+.3f}</td><td>{c.difference.low:+.3f} – {c.difference.high:+.3f}</td>"
-        f'<td class="l">{"distinguishable from noise" if c.distinguishable else "not distinguishable from noise"}</td></tr>'
+        f'<td class="l">{"distinguishable from noise" if c.distinguishable else "not distinguishable from noise"}</td>'
+        f'<td class="l">{_cause_changes(c)}</td></tr>'
         for c in report.comparisons)
     return (
         '<section id="comparisons"><h2>Paired differences</h2>'
         f"<p>Per-task pass^1 of a minus b over the tasks both evaluated, paired by task; "
         f"distinguishable when the {report.confidence:.0%} interval excludes 0.</p>"
         '<table><tr><th class="l">domain</th><th class="l">a</th><th class="l">b</th><th>shared tasks</th>'
-        f'<th>a − b</th><th>interval</th><th class="l">verdict</th></tr>{rows}</table></section>'
+        f'<th>a − b</th><th>interval</th><th class="l">verdict</th>'
+        f'<th class="l">first step off the gold path, a → b</th></tr>{rows}</table></section>'
     )
+
+
+def _cause_changes(c) -> str:  # noqa: ANN001 - a Comparison
+    changed = [x for x in c.causes if x.change != "same"]
+    if not c.causes:
+        return "-"
+    return "<br>".join(f"{_e(x.cause)}: {x.a} → {x.b} ({_e(x.change)})" for x in changed) or "no change"
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -232,6 +246,69 @@ def _taxonomy(report: Report) -> str:
         '<th class="l">termination</th><th class="l">failed part</th><th class="l">model errors</th>'
         f'<th class="l">not evaluable</th></tr>{rows}</table></section>'
     )
+
+
+def _causes(report: Report) -> str:
+    """The failed trials' causes (first step off the gold path, from their diagnoses)
+    counted per agent model and domain."""
+    groups = [g for g in report.groups() if g.failures.causes]
+    if not groups:
+        return ""
+    kinds = sorted({k for g in groups for k in g.failures.causes})
+    head = "".join(f"<th>{_e(k)}</th>" for k in kinds)
+    rows = "".join(
+        f'<tr><td class="l">{_e(report.label(g))}</td><td class="l">{_e(g.domain)}</td>'
+        f"<td>{sum(g.failures.causes.values())} / {g.failures.below_one}</td>"
+        + "".join(f"<td>{g.failures.causes.get(k, 0)}</td>" for k in kinds) + "</tr>"
+        for g in groups)
+    return ('<section id="causes"><h2>Failure causes per model</h2><p>Each diagnosed failed '
+            "trial's first step off the gold path, by kind (docs/failures.md).</p>"
+            '<table><tr><th class="l">agent model</th><th class="l">domain</th><th>diagnosed / below 1</th>'
+            f"{head}</tr>{rows}</table></section>")
+
+
+# The steps a side-by-side view shows around a parting point: the one before it, it, and after.
+_BEFORE, _AFTER = 1, 2
+
+
+def _window(view: TrialView, step: int | None) -> str:
+    if step is None:
+        return "<p>(step unknown)</p>"
+    shown = [(n, m) for n, m in zip(view.message_steps, view.messages) if step - _BEFORE <= n <= step + _AFTER]
+    return "".join(_message(m, n, split=n == step) for n, m in shown) or "<p>(no steps recorded)</p>"
+
+
+def _partings(report: Report, trials: dict[str, list[TrialView]]) -> str:
+    """Each flaky task's parting points, a passing and a failing trial side by side from
+    one step before the split."""
+    views = {v.trial_id: v for run in trials.values() for v in run}
+    out = []
+    for g in report.groups():
+        for task in g.task_results:
+            if task.divergence is None:
+                continue
+            if task.divergence.kind != "flaky":
+                out.append(f"<h3>{_e(task.task_id)} ({_e(report.label(g))} on {_e(g.domain)})</h3>"
+                           f"<p>{_e(task.divergence.line)}</p>")
+                continue
+            out.append(f"<h3>{_e(task.task_id)} ({_e(report.label(g))} on {_e(g.domain)})</h3>")
+            for part in task.divergence.groups:
+                failing, passing = views.get(part.trials[0]), views.get(part.passing_trial or "")
+                out.append(f'<div class="parting"><p>{_e(part.sentence)}</p>')
+                if failing is not None and passing is not None:
+                    out.append(
+                        '<div class="sides">'
+                        f'<div class="passing"><b>passing: <a href="#{anchor(passing.trial_id)}">'
+                        f"{_e(passing.trial_id)}</a></b>{_window(passing, part.passing_step)}</div>"
+                        f'<div class="failing"><b>failing: <a href="#{anchor(failing.trial_id)}">'
+                        f"{_e(failing.trial_id)}</a></b>{_window(failing, part.steps[0])}</div></div>")
+                out.append("</div>")
+    if not out:
+        return ""
+    return ('<section id="parting"><h2>Where the trials part</h2><p>For a task with passing and failing '
+            "trials: where each failing trial leaves the passing trial it follows longest (its tool "
+            "calls and how it ended, not its wording), the split highlighted. For a task that failed "
+            "every trial: its most common first step off the gold path.</p>" + "".join(out) + "</section>")
 
 
 def _review_section(reviews: list[list[str]]) -> str:
@@ -280,7 +357,7 @@ def _grids(report: Report) -> str:
             + "".join(_grid(report, g) for g in report.groups()) + "</section>")
 
 
-def _message(m) -> str:  # noqa: ANN001 - a passhat Message
+def _message(m, step: int | None = None, split: bool = False) -> str:  # noqa: ANN001 - a passhat Message
     who = {"assistant": "agent", "user": "user", "tool": "tool"}[m.role]
     if m.role == "tool":
         who = f"tool → {'agent' if (m.requestor or 'assistant') == 'assistant' else 'user'}"
@@ -290,8 +367,9 @@ def _message(m) -> str:  # noqa: ANN001 - a passhat Message
         parts.append(f"<div>calls <code>{_e(call.name)}({_e(args)})</code></div>")
     if m.content or not m.tool_calls:
         parts.append(f"<div>{_e(m.content or '(empty)')}</div>")
-    cls = f"msg {m.role}" + (" error" if m.error else "")
-    return f'<div class="{cls}"><span class="who">{_e(who)}</span>{"".join(parts)}</div>'
+    cls = f"msg {m.role}" + (" error" if m.error else "") + (" split" if split else "")
+    number = f'<span class="stepno">{step}</span>' if step is not None else ""
+    return f'<div class="{cls}">{number}<span class="who">{_e(who)}</span>{"".join(parts)}</div>'
 
 
 def _trial(view: TrialView) -> str:

@@ -54,6 +54,8 @@ def _failure_lines(group) -> list[str]:  # noqa: ANN001
              f"  termination: {join(f.termination)}",
              f"  failed part of the reward: {join(f.failed_parts)}",
              f"  model errors: {join(f.model_errors)}"]
+    if f.causes:
+        lines.append(f"  first step off the gold path: {join(f.causes)}")
     if f.not_evaluable:
         lines.append(f"  not evaluable: {join(f.not_evaluable)}")
     return lines
@@ -112,6 +114,20 @@ def _task_rows(group) -> list[tuple[str, str, str, str, str]]:  # noqa: ANN001
             for t in group.task_results]
 
 
+def divergence_lines(group) -> list[str]:  # noqa: ANN001 - a GroupReport
+    """One line per task with a failed trial: where its trials part, or its most common
+    first step off the gold path (docs/failures.md)."""
+    return [f"{t.task_id}: {t.divergence.line}" for t in group.task_results if t.divergence]
+
+
+def cause_change_words(comparison) -> str | None:  # noqa: ANN001 - a Comparison
+    """How the failure causes changed from a to b: "wrong_argument 3 -> 1 (shrank), ..."."""
+    changed = [c for c in comparison.causes if c.change != "same"]
+    if not comparison.causes:
+        return None
+    return ", ".join(f"{c.cause} {c.a} -> {c.b} ({c.change})" for c in changed) or "no change"
+
+
 def _task_columns(group) -> tuple[str, ...]:  # noqa: ANN001
     k = max(1, max((t.trials for t in group.task_results), default=1))
     return ("task", "trials", "ok/n", "pass^1", f"pass^{k}")
@@ -156,6 +172,10 @@ def report_table(report, by: str, console: Console) -> None:  # noqa: ANN001 - a
                 console.print(table)
                 if by == "task":  # a line of its own: a caption would wrap to the table's width
                     say("  trials: " + OUTCOME_LEGEND, "dim")
+            if by == "task" and divergence_lines(group):
+                say("  why trials failed, per task:")
+                for line in divergence_lines(group):
+                    say("    " + line)
             if leaderboard_line(group):
                 say("  " + leaderboard_line(group), "yellow")
             for line in _failure_lines(group):
@@ -170,6 +190,8 @@ def report_table(report, by: str, console: Console) -> None:  # noqa: ANN001 - a
             say(f"  b {report.label(c.b)} on {c.domain}")
             say(f"    a - b: {c.measured()}")
             say(f"    {c.verdict()}")
+            if cause_change_words(c):
+                say(f"    first step off the gold path, a -> b: {cause_change_words(c)}")
 
 
 def _md(cells) -> str:  # noqa: ANN001
@@ -196,6 +218,8 @@ def report_markdown(report, by: str) -> str:  # noqa: ANN001
             if by == "task":
                 out += [f"Trials: {OUTCOME_LEGEND}", ""]
                 out += _md_table(_task_columns(group), [(f"`{r[0]}`", f"`{r[1]}`", *r[2:]) for r in _task_rows(group)])
+                if divergence_lines(group):
+                    out += ["Why trials failed, per task:", "", *(f"- {line}" for line in divergence_lines(group)), ""]
             elif group.pass_hat_k:
                 out += _md_table(("k", "pass^k", "95% CI", "pass@k"), _curve_rows(group))
             if leaderboard_line(group):
@@ -204,7 +228,11 @@ def report_markdown(report, by: str) -> str:  # noqa: ANN001
     if report.comparisons:
         out += ["## Paired differences" + (" (across tau2 versions)" if report.across_tau2_versions else ""), "",
                 f"Per-task pass^1, a - b, over shared tasks ({report.confidence:.0%} CI).", ""]
-        out += [f"- {c.statement}" for c in report.comparisons] + [""]
+        for c in report.comparisons:
+            out.append(f"- {c.statement}")
+            if cause_change_words(c):
+                out.append(f"  - first step off the gold path, a -> b: {cause_change_words(c)}")
+        out.append("")
     return "\n".join(out)
 
 
@@ -221,12 +249,13 @@ def report_csv(report, by: str) -> str:  # noqa: ANN001
     if by == "task":
         ks = sorted({k for g in groups for t in g.task_results for k in t.pass_hat_k}, key=int)
         writer.writerow(key + ["task_id", "trials", "evaluable", "successes", "outcomes"]
-                        + [f"pass^{k}" for k in ks])
+                        + [f"pass^{k}" for k in ks] + ["diagnosis"])
         for g in groups:
             for t in g.task_results:
                 writer.writerow([g.run_id, g.agent_model, g.user_model, g.domain, t.task_id, t.trials,
                                  t.evaluable, t.successes, " ".join(t.outcomes)]
-                                + [t.pass_hat_k.get(k, "") for k in ks])
+                                + [t.pass_hat_k.get(k, "") for k in ks]
+                                + [t.divergence.line if t.divergence else ""])
         return buffer.getvalue()
     ks = sorted({k for g in groups for k in g.pass_hat_k}, key=int)
     complete = {r.run_id: r.completeness.complete for r in report.runs}

@@ -729,6 +729,21 @@ class Store:
                 out.setdefault(row.trial_id, []).append(row)
         return out
 
+    def run_messages(self, run_id: str) -> dict[str, list[tuple[int, str]]]:
+        """Every recorded step of a run as (step number, messages JSON), by trial id, in
+        step order: what a report reads of thousands of conversations, without building a
+        row object per step."""
+        query = (
+            select(StepRow.trial_id, StepRow.step, StepRow.messages_json)
+            .where(StepRow.run_id == run_id)
+            .order_by(StepRow.trial_id, StepRow.step)
+        )
+        out: dict[str, list[tuple[int, str]]] = {}
+        with self._session(read_only=True) as s:
+            for trial_id, step, messages in s.exec(query):
+                out.setdefault(trial_id, []).append((step, messages))
+        return out
+
     def runs_with_fingerprint(self, fingerprint: str) -> list[RunRow]:
         with self._session(read_only=True) as s:
             return list(s.exec(select(RunRow).where(RunRow.fingerprint == fingerprint)))

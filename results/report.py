@@ -12,12 +12,14 @@ html_report for html). Its pydantic models are the JSON schema.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from passhat import metrics
+from passhat.results.divergence import CauseChange, TaskDivergence, cause_changes, cause_of, run_divergences
 from passhat.results.records import ResultsError
 from passhat.contracts import (
     DEFAULT_AGENT,
@@ -73,6 +75,9 @@ class Failures(BaseModel):
     model_errors: dict[str, int] = Field(
         description='scored trials ended by a model failure, by "side class" (e.g. "agent EmptyReply")')
     not_evaluable: dict[str, int] = Field(description="not-evaluable trials by error class")
+    causes: dict[str, int] = Field(default_factory=dict, description=(
+        "of the trials below 1 with a stored diagnosis, how many had each kind of first step "
+        "off the gold path (wrong_argument, skipped_write, ...; 'on the gold path': none found)"))
 
 
 class TaskReport(BaseModel):
@@ -83,6 +88,9 @@ class TaskReport(BaseModel):
     pass_hat_k: dict[str, float]
     outcomes: list[str] = Field(
         description="per trial index: success, failure, not_evaluable, running, cancelled or missing")
+    divergence: TaskDivergence | None = Field(default=None, description=(
+        "a task with a failed trial: where its trials part from the passing ones, or the most "
+        "common first step off the gold path when every trial failed (docs/failures.md)"))
 
 
 class GroupReport(BaseModel):
@@ -176,6 +184,8 @@ class Comparison(BaseModel):
     difference: Estimate
     distinguishable: bool = Field(description="the confidence interval excludes 0")
     statement: str
+    causes: list[CauseChange] = Field(default_factory=list, description=(
+        "failure causes (failures.causes) of a and of b, the largest change first"))
 
     def measured(self) -> str:
         d = self.difference
@@ -275,6 +285,7 @@ def _run_report(store, run_id: str) -> RunReport:  # noqa: ANN001
     config = row.run_config()
     imported = store.import_source(run_id) is not None
     rows = store.trials(run_id)
+    divergences = run_divergences(rows, _steps_reader(store, run_id))
     by_group: dict[tuple[str, str, str], list[Any]] = {}
     # A run expects every (model, domain) of its config, even one with no trial yet;
     # an imported run has exactly the trials its files held.
@@ -293,7 +304,9 @@ def _run_report(store, run_id: str) -> RunReport:  # noqa: ANN001
             task_ids = list(config.task_ids.get(domain, []))
             task_ids += [t for t in dict.fromkeys(t.task_id for t in trials) if t not in task_ids]
             k = config.trials
-        groups.append(_group_report(run_id, agent, user, domain, task_ids, k, trials))
+        groups.append(_group_report(run_id, agent, user, domain, task_ids, k, trials,
+                                    {t: d for (a, u, dm, t), d in divergences.items()
+                                     if (a, u, dm) == (agent, user, domain)}))
     statuses = Counter(t.status for t in rows)
     expected = len(rows) if imported else max(row.total_trials, len(rows))
     completeness = _completeness(row.status, expected, statuses, len(rows))
@@ -304,8 +317,21 @@ def _run_report(store, run_id: str) -> RunReport:  # noqa: ANN001
     )
 
 
+def _steps_reader(store, run_id: str):  # noqa: ANN001, ANN202 - a Store; trial id -> steps
+    """A trial's steps as (number, messages), the run's steps read in one query when
+    the first is asked for (a run with no flaky task reads none)."""
+    loaded: dict[str, list[tuple[int, str]]] = {}
+
+    def steps_of(trial_id: str) -> list[tuple[int, list[dict[str, Any]]]]:
+        if not loaded:
+            loaded.update(store.run_messages(run_id) or {"": []})
+        return [(step, json.loads(messages)) for step, messages in loaded.get(trial_id, [])]
+
+    return steps_of
+
+
 def _group_report(run_id: str, agent: str, user: str, domain: str, task_ids: list[str],
-                  k: int, trials: list[Any]) -> GroupReport:
+                  k: int, trials: list[Any], divergences: dict[str, TaskDivergence]) -> GroupReport:
     by_task: dict[str, dict[int, Any]] = {t: {} for t in task_ids}
     for trial in trials:
         by_task[trial.task_id][trial.trial_index] = trial
@@ -320,6 +346,7 @@ def _group_report(run_id: str, agent: str, user: str, domain: str, task_ids: lis
                 outcome_label(indexed[i].status, indexed[i].reward) if i in indexed else MISSING
                 for i in range(max(k, max(indexed, default=-1) + 1))
             ],
+            divergence=divergences.get(task_id),
         ))
     scored = [t for t in trials if t.status == TRIAL_SCORED and t.reward is not None]
     evaluated = [t for t in tasks if t.evaluable]
@@ -382,7 +409,9 @@ def _failures(trials: list[Any]) -> Failures:
                              for t in scored if t.error_class),
         not_evaluable=_counts(t.error_class or "unknown"
                               for t in trials if t.status == TRIAL_NOT_EVALUABLE),
+        causes=_counts(cause_of(d) for d in (t.diagnosis() for t in below) if d),
     )
+
 
 
 def _counts(items) -> dict[str, int]:  # noqa: ANN001 - an iterable of str
@@ -435,6 +464,7 @@ def _comparisons(report: Report) -> list[Comparison]:
                 shared_tasks=paired.shared_tasks,
                 difference=Estimate(value=d.value, low=d.low, high=d.high),
                 distinguishable=d.excludes_zero(), statement="",
+                causes=cause_changes(a.failures.causes, b.failures.causes),
             )
             comparison.statement = (f"{report.label(a)} - {report.label(b)} on {a.domain}: "
                                     f"{comparison.measured()}: {comparison.verdict()}"
