@@ -20,7 +20,8 @@ inequality P(M(q_true) ever reaches 1/alpha) <= alpha. A criterion's null (say
 "mean q <= X") is rejected once M(q) >= 1/alpha for every q in it. log M is convex in q,
 so that minimum is bounded from below through the Lagrangian dual
 (passhat.results.gate_evidence, on arrays, so the benchmark simulates thousands of gates
-through this same code). The confidence interval is the set of X whose nulls are not
+through this same code). A criterion may instead bet on every trial, on p_t
+(Criterion.bets "trials": passhat.results.gate_trials). The confidence interval is the set of X whose nulls are not
 rejected: a confidence sequence, valid at every look at once.
 
 A criterion PASSes when its "violated" null is rejected at alpha = 1 - confidence, FAILs
