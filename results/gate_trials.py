@@ -16,10 +16,10 @@ where sign_j > 0 (p^k is convex on [0, 1]) and not where sign_j < 0 (the FAIL te
 is at most that least log wealth for every nu >= 0 (weak duality; Boyd & Vandenberghe,
 Convex Optimization, 2004, section 5.2.2), and equal to it at its best nu where the
 problem is convex (every sign_j > 0: Slater's condition, section 5.2.3). The nonconvex
-side keeps only the inequality: its bound is that of the convexified problem (the
-duality gap of a separable problem with one constraint is at most one column's
-nonconvexity: Aubin & Ekeland 1976, via Shapley-Folkman), so it can cost evidence, never
-add it. Each column's inner minimum is a one-dimensional problem, convex plus concave
+side keeps only the inequality: its bound is that of the problem with each column
+convexified (Aubin & Ekeland, "Estimates of the duality gap in nonconvex optimization",
+1976, bound the gap by the columns' nonconvexity, which tilts of a few nats make large),
+so it can cost evidence, never add it: the FAIL test rarely decides (docs/gate.md). Each column's inner minimum is a one-dimensional problem, convex plus concave
 (-nu p^k): on each interval of a grid the convex part lies above its two tangents and the
 concave part above its chord, so the least of those lines over the interval is a
 certified lower bound of the column's minimum there; the best intervals are refined. The
