@@ -4,7 +4,8 @@ success probabilities; every gate is decided by the code `passhat gate` runs
 tasks, the evidence's `plan` for the next round's bets), thousands of simulated gates at
 once on arrays.
 
-    python bench/gate_calibration.py [--gates 1000] [--seed 0] [--k 1] [--cases GROUPS] [--end-to-end N]
+    python bench/gate_calibration.py [--gates 1000] [--seed 0] [--k 1] [--cases GROUPS] [--bets trials]
+        [--end-to-end N]
 
 Prints, per case, how often the gate says PASS / FAIL / INCONCLUSIVE, the mean
 conversations it spent, and the same beside the fixed design (every task its max trials,
@@ -20,6 +21,7 @@ of the same case (same per-task P, same criterion).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -55,16 +57,19 @@ class Suite:
     def __init__(self, gates: int, ps: np.ndarray, criterion: gate.Criterion,
                  baseline: "tuple[np.ndarray, np.ndarray] | None" = None):
         self.ps, self.k = ps, criterion.k
-        self.evidence = Evidence(gates, len(ps), gate._bar(criterion), baseline)
+        self.unit = gate.unit_trials(criterion.k, criterion.per_trial)
+        self.evidence = gate.new_evidence(criterion.k, gates, len(ps), gate._bar(criterion), baseline,
+                                          criterion.per_trial)
 
     def run(self, live: np.ndarray, ran: np.ndarray, outcomes: np.ndarray) -> None:
         """A round's trials (live gates, tasks, size) for the tasks where `ran`, cut into
-        blocks of k within the round, each bet as the evidence plans from the blocks before
-        it (as gate.replay does); trials past the round's last whole block are not used."""
+        units (gate.unit_trials: blocks of k, or single trials) within the
+        round, each bet as the evidence plans from the units before it (as gate.replay
+        does); trials past the round's last whole unit are not used."""
         size = outcomes.shape[2]
-        used = size // self.k * self.k
+        used = size // self.unit * self.unit
         evidence = self.evidence.rows(live)
-        for block in outcomes[..., :used].reshape(*ran.shape, size // self.k, self.k).transpose(2, 0, 1, 3):
+        for block in outcomes[..., :used].reshape(*ran.shape, size // self.unit, self.unit).transpose(2, 0, 1, 3):
             evidence.add(block.all(axis=2), ran, evidence.plan())
         self._put(live, evidence)
 
@@ -112,7 +117,7 @@ def adaptive(rng, ps, criteria, baseline, gates, max_trials, history=None):  # n
     verdict = np.zeros(gates, int)
     live = np.arange(gates)
     while len(live):
-        decisions = [gate.decide(c, s.evidence.rows(live), max_trials // size * (size // c.k))
+        decisions = [gate.decide(c, s.evidence.rows(live), max_trials // size * (size // s.unit))
                      for c, s in zip(criteria, suites)]
         passed = np.all([d.passed for d in decisions], axis=0)
         failed = np.any([d.failed for d in decisions], axis=0)
@@ -299,6 +304,8 @@ def main() -> None:
     parser.add_argument("--max-trials", type=int, default=None, help="per task, classic cases; default passhat gate's")
     parser.add_argument("--cases", default="classic,perfect,k4,half,small,k3k4,gatebase",
                         help="groups of cases, comma-separated (see `cases`)")
+    parser.add_argument("--bets", choices=("blocks", "trials"), default="blocks",
+                        help="bet absolute pass^k criteria on blocks of k or on every trial (gate.Criterion.bets)")
     parser.add_argument("--end-to-end", type=int, default=0, metavar="N",
                         help="also run N `passhat gate` processes per end-to-end case")
     args = parser.parse_args()
@@ -318,6 +325,9 @@ def main() -> None:
     for case in cases(rng, args.k, args.margin, max_trials):
         if case.group not in groups:
             continue
+        if args.bets == "trials":  # every absolute criterion bet per trial (gate.Criterion.bets)
+            case = case._replace(criteria=[dataclasses.replace(c, bets="trials") if c.kind == "absolute" else c
+                                           for c in case.criteria])
         started = time.monotonic()
         baseline = fixed_base = None
         if case.baseline == "fixed":

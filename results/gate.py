@@ -20,7 +20,8 @@ inequality P(M(q_true) ever reaches 1/alpha) <= alpha. A criterion's null (say
 "mean q <= X") is rejected once M(q) >= 1/alpha for every q in it. log M is convex in q,
 so that minimum is bounded from below through the Lagrangian dual
 (passhat.results.gate_evidence, on arrays, so the benchmark simulates thousands of gates
-through this same code). The confidence interval is the set of X whose nulls are not
+through this same code). A criterion may instead bet on every trial, on p_t
+(Criterion.bets "trials": passhat.results.gate_trials). The confidence interval is the set of X whose nulls are not
 rejected: a confidence sequence, valid at every look at once.
 
 A criterion PASSes when its "violated" null is rejected at alpha = 1 - confidence, FAILs
@@ -44,6 +45,7 @@ import numpy as np
 
 from passhat.metrics import pass_hat
 from passhat.results.gate_evidence import Evidence, shrunk_rates
+from passhat.results.gate_trials import TrialEvidence
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 EXIT_CODES = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
@@ -57,12 +59,6 @@ MIN_COVERAGE = 0.9
 # the budget, 0.85 against 0.85; bench/gate_calibration.py, 300 gates).
 MIN_BLOCKS = 2
 FUTILITY_AFTER = 0.75
-# Every task gets this many blocks (the fixed design's k=8 on every task, at pass^1)
-# before the plug-in may leave it idle. Left idle after 2 blocks, as this gate once did,
-# tasks a verdict needed waited: at a 0.05 margin the gate's power was 0.58 where the
-# fixed design's, by the same test, was 0.84; running them until the criterion is
-# decided or futile gave 0.91 (bench/gate_calibration.py, 200 gates).
-ALWAYS_RUN = 8
 # A task's next block runs when its expected gain of evidence is at least this share of
 # the most promising task's: the rest would mostly pay for noise (0.25 kept power and
 # saved most in bench/gate_calibration.py; 0.5 began to cost power).
@@ -91,10 +87,17 @@ class Criterion:
     threshold: float = 0.0  # absolute
     max_drop: float = 0.0  # regression
     confidence: float = DEFAULT_CONFIDENCE
+    # "blocks": a unit of evidence is a block of k trials, bet on p^k; "trials" (absolute
+    # criteria): every trial, bet on p (passhat.results.gate_trials; docs/gate.md, Per trial).
+    bets: Literal["blocks", "trials"] = "blocks"
 
     @property
     def alpha(self) -> float:
         return 1.0 - self.confidence
+
+    @property
+    def per_trial(self) -> bool:
+        return self.bets == "trials" and self.k > 1
 
     def describe(self) -> str:
         if self.kind == "absolute":
@@ -118,11 +121,12 @@ def parse_metric(text: str) -> int:
     return int(match.group(1))
 
 
-def absolute(k: int, threshold: float, confidence: float = DEFAULT_CONFIDENCE) -> Criterion:
+def absolute(k: int, threshold: float, confidence: float = DEFAULT_CONFIDENCE,
+             bets: Literal["blocks", "trials"] = "blocks") -> Criterion:
     _check(k, confidence)
     if not 0 <= threshold <= 1:
         raise GateError(f"a pass^k threshold must be within 0..1, got {threshold:g}")
-    return Criterion("absolute", k, threshold=threshold, confidence=confidence)
+    return Criterion("absolute", k, threshold=threshold, confidence=confidence, bets=bets)
 
 
 def regression(k: int, max_drop: float, confidence: float = DEFAULT_CONFIDENCE) -> Criterion:
@@ -165,6 +169,25 @@ def _timed_blocks(rounds: Sequence[Outcomes], k: int) -> list[tuple[tuple[int, i
     return out
 
 
+def unit_trials(k: int, per_trial: bool = False) -> int:
+    """Trials per unit of evidence about pass^k: a block of k, or 1 when every trial is
+    bet on (Criterion.bets "trials": passhat.results.gate_trials)."""
+    return 1 if per_trial else k
+
+
+def new_evidence(k: int, gates: int, tasks: int, bar: float,
+                 baseline: "tuple[np.ndarray, np.ndarray] | None" = None, per_trial: bool = False) -> Evidence:
+    """The evidence about "mean pass^k >= bar" (less the baseline's, its units cut with
+    unit_trials): blocks of k, each bet on q = p^k (the default: see docs/gate.md, "Per
+    trial", for why), or with per_trial (absolute criteria only) every trial bet on p_t
+    (TrialEvidence). At k = 1 the two coincide and the blocks' exact dual is used."""
+    if per_trial and k > 1:
+        if baseline is not None:
+            raise GateError("per-trial bets are for absolute criteria; a regression bets on blocks of k")
+        return TrialEvidence(gates, tasks, bar, k)
+    return Evidence(gates, tasks, bar, baseline)
+
+
 def _as_rounds(data: Rounds) -> list[Mapping[str, Outcomes]]:
     return [data] if isinstance(data, Mapping) else list(data)
 
@@ -180,20 +203,22 @@ def merged(data: Rounds) -> dict[str, list]:
 
 def replay(k: int, bar: float, rounds: Rounds, tasks: Sequence[str],
            baseline: Rounds | None = None,
-           aim: "Callable[[Evidence], tuple[np.ndarray, np.ndarray]] | None" = None) -> Evidence:
+           aim: "Callable[[Evidence], tuple[np.ndarray, np.ndarray]] | None" = None,
+           per_trial: bool = False) -> Evidence:
     """The evidence about "mean pass^k >= bar" on one gate, rebuilt as the gate saw it. The
     trials are taken in order of (round, index in the round): a fixed order, so each block
     can be bet with tilts planned (aimed at the bar, or where `aim` says from the evidence
     so far) from the blocks finished before its first trial. Rounds of one block a task
     replay exactly as they ran; a round of several blocks a task (or one look at a whole
-    fixed run) is bet block by block, as a sequence of rounds."""
-    rounds, n = _as_rounds(rounds), len(tasks)
-    base = None if baseline is None else baseline_blocks(baseline, tasks, k)
-    evidence = Evidence(1, n, bar, base)
+    fixed run) is bet block by block, as a sequence of rounds. With per_trial the units
+    are single trials (new_evidence), each bet with tilts planned from the trials before it."""
+    rounds, n, size = _as_rounds(rounds), len(tasks), unit_trials(k, per_trial)
+    base = None if baseline is None else baseline_blocks(baseline, tasks, size)
+    evidence = new_evidence(k, 1, n, bar, base, per_trial)
     starting: dict[tuple[int, int], list] = {}
     ending: dict[tuple[int, int], list] = {}
     for i, t in enumerate(tasks):
-        for start, end, success in _timed_blocks([r.get(t, []) for r in rounds], k):
+        for start, end, success in _timed_blocks([r.get(t, []) for r in rounds], size):
             starting.setdefault(start, []).append(i)
             ending.setdefault(end, []).append((i, start, success))
     plans = {}
@@ -289,7 +314,7 @@ def decide(criterion: Criterion, evidence: Evidence, max_blocks: int | None = No
     block bet with the planned tilt eta gains p*eta - log(1 + q(e^eta - 1)) in
     expectation when the task succeeds with probability p (its smoothed estimate); a task
     the null already explains, or one it can move for free, gains little. The first
-    ALWAYS_RUN blocks of a task always run. With max_blocks (the budget per task),
+    evidence.always_run units of a task always run. With max_blocks (the budget per task),
     the criterion is also checked for futility (see _futile). All of this looks only at
     the past, so the error control holds; a wrong guess costs trials or power, not errors."""
     threshold = math.log(1 / criterion.alpha)
@@ -312,7 +337,7 @@ def worth_running(evidence: Evidence, eta: np.ndarray, q: np.ndarray) -> np.ndar
     a test's least wealth, whose minimum sits at q, by at least WORTH of the best task's
     (KL(p, q) where p, the task's shrunk estimate, is on eta's side of q; otherwise
     p*eta - log(1 + q(e^eta - 1)), at most 0); a task with fewer
-    than ALWAYS_RUN blocks always runs."""
+    than evidence.always_run units always runs."""
     n = evidence.tasks
     blocks_run = evidence.blocks[:, :n]
     p = shrunk_rates(evidence.successes, evidence.blocks, evidence.sign)[:, :n]
@@ -324,15 +349,16 @@ def worth_running(evidence: Evidence, eta: np.ndarray, q: np.ndarray) -> np.ndar
         kl = p * np.log(p / q) + (1 - p) * np.log((1 - p) / (1 - q))
     gain = np.where((p - q) * eta > 0, np.nan_to_num(kl, nan=0.0, posinf=0.0), gain)
     best = gain.max(axis=1, keepdims=True, initial=-np.inf)
-    return ((gain > 0) & (gain >= WORTH * best)) | (blocks_run < ALWAYS_RUN)
+    return ((gain > 0) & (gain >= WORTH * best)) | (blocks_run < evidence.always_run)
 
 
 def _futile(criterion: Criterion, evidence: Evidence, max_blocks: int) -> np.ndarray:
     """Per gate: were the truth what the data say now, would the rest of the budget
     (every task run to max_blocks) decide the criterion with less than FUTILITY chance?
     The usual conditional power of group-sequential designs, on a normal approximation:
-    the estimate theta^ has variance V = sum_t v_t / (n^2 m_t) (v_t = p_t(1 - p_t) per
-    block, p_t the shrunk estimate, m_t blocks; a baseline's part stays as it is), the budget would bring it to
+    the estimate theta^ has variance V = sum_t v_t / (n^2 m_t) (v_t the variance a unit adds,
+    evidence.unit_variance: p_t(1 - p_t) per block, p_t the shrunk estimate; m_t units; a
+    baseline's part stays as it is), the budget would bring it to
     V_end, and an efficient test then decides once |theta^ - bar| > h = sqrt(2 log(1/alpha)
     V_end). Given the data, the final estimate is normal around theta^ now with variance
     V_end (1 - V_end / V). Only once every task has MIN_BLOCKS blocks and FUTILITY_AFTER
@@ -340,7 +366,7 @@ def _futile(criterion: Criterion, evidence: Evidence, max_blocks: int) -> np.nda
     n = evidence.tasks
     m = evidence.blocks
     p = shrunk_rates(evidence.successes, m, evidence.sign)
-    v = p * (1 - p)
+    v = evidence.unit_variance(p)
     seen = np.maximum(m, 1)
     later = np.concatenate([np.maximum(m[:, :n], max_blocks), seen[:, n:]], axis=1)
     var_now, var_end = (v / seen).sum(axis=1) / n ** 2, (v / later).sum(axis=1) / n ** 2
@@ -357,8 +383,7 @@ def _futile(criterion: Criterion, evidence: Evidence, max_blocks: int) -> np.nda
 def estimate_of(evidence: Evidence) -> np.ndarray:
     """Per gate, theta's plain estimate from the blocks: the candidate's mean success rate
     (less the baseline's); a task with no block yet counts at 1/2."""
-    n, s, m = evidence.tasks, evidence.successes, evidence.blocks
-    rate = np.where(m > 0, s / np.maximum(m, 1), 0.5)
+    n, rate = evidence.tasks, evidence.rates()
     return rate[:, :n].mean(axis=1) - rate[:, n:].sum(axis=1) / n
 
 
@@ -380,7 +405,7 @@ def evaluate(criterion: Criterion, candidate: Rounds, baseline: "Rounds | None" 
         tasks = sorted(set(data) & set(base_data))
     else:
         tasks, baseline, base_data = sorted(data), None, None
-    evidence = replay(k, _bar(criterion), candidate, tasks, baseline)
+    evidence = replay(k, _bar(criterion), candidate, tasks, baseline, per_trial=criterion.per_trial)
 
     def rejected(test: int, x: float) -> bool:
         return bool(evidence.evidence(test, x)[0][0] >= threshold)
@@ -390,8 +415,8 @@ def evaluate(criterion: Criterion, candidate: Rounds, baseline: "Rounds | None" 
     coverage = evaluable / trials if trials else 0.0
     verdict, idle_tasks, futile = INCONCLUSIVE, set(), False
     if tasks and coverage >= MIN_COVERAGE:
-        size = round_size or k  # blocks are cut within rounds of `size` trials
-        max_blocks = (max_trials // size) * (size // k) if max_trials else None
+        size = round_size or k  # units are cut within rounds of `size` trials
+        max_blocks = (max_trials // size) * (size // unit_trials(k, criterion.per_trial)) if max_trials else None
         passed, failed, idle, futile_ = decide(criterion, evidence, max_blocks)
         verdict = PASS if passed[0] else FAIL if failed[0] else INCONCLUSIVE
         idle_tasks, futile = {t for t, i in zip(tasks, idle[0]) if i}, bool(futile_[0])

@@ -126,20 +126,23 @@ def test_a_criterion_at_its_bar_is_futile_once_the_budget_cannot_decide_it():
     assert far.verdict == gate.PASS and not far.futile
 
 
-def test_replay_bets_as_the_rounds_were_run():
-    """evaluate rebuilds the evidence from the rounds: each block bet with the tilt planned
-    before the round its first trial ran in, exactly as a gate feeding the rounds live."""
+@pytest.mark.parametrize("per_trial", [False, True])
+def test_replay_bets_as_the_rounds_were_run(per_trial):
+    """evaluate rebuilds the evidence from the rounds: each unit (a block of pass^2, or a
+    trial when bet per trial) bet with the tilt planned from the units before it in
+    (round, index) order, exactly as a gate feeding the rounds live."""
     rng = np.random.default_rng(3)
     ps = rng.uniform(0, 1, 12)
     criterion = gate.absolute(2, 0.3)
-    live = Evidence(1, 12, 0.3)
+    live = gate.new_evidence(2, 1, 12, 0.3, per_trial=per_trial)
     rounds = []
     for _ in range(3):  # rounds of 2 trials: one block of pass^2 each
-        plan = live.plan()
         trials = rng.random((12, 2)) < ps[:, None]
-        live.add(trials.all(axis=1)[None], np.ones((1, 12), bool), plan)
+        units = [trials[:, 0], trials[:, 1]] if per_trial else [trials.all(axis=1)]
+        for unit in units:
+            live.add(unit[None], np.ones((1, 12), bool), live.plan())
         rounds.append({f"t{i:02}": list(map(bool, trials[i])) for i in range(12)})
-    replayed = gate.replay(criterion.k, criterion.threshold, rounds, sorted(rounds[0]))
+    replayed = gate.replay(criterion.k, criterion.threshold, rounds, sorted(rounds[0]), per_trial=per_trial)
     for test in (Evidence.PASS, Evidence.FAIL):
         assert replayed.evidence(test)[0] == pytest.approx(live.evidence(test)[0])
 
@@ -148,12 +151,12 @@ def test_blocks_never_span_rounds():
     """A block of pass^2 is cut within one round: task a's trial in round 0 and its first
     in round 1 make no block, so whether a block completes never depends on its own first
     trials (through the next round's choice of tasks); a round's trials past its last
-    whole block are not used by that k."""
+    whole block are not used by that k. Bet per trial, every trial counts."""
     rounds = [{"a": [True], "b": [True, True, False]}, {"a": [True, True], "b": []}]
     assert gate._timed_blocks([r["a"] for r in rounds], 2) == [((1, 0), (1, 1), 1)]
     assert gate._timed_blocks([r["b"] for r in rounds], 2) == [((0, 0), (0, 1), 1)]
-    evidence = gate.replay(2, 0.5, rounds, ["a", "b"])
-    assert evidence.blocks[0].tolist() == [1, 1]
+    assert gate.replay(2, 0.5, rounds, ["a", "b"]).blocks[0].tolist() == [1, 1]
+    assert gate.replay(2, 0.5, rounds, ["a", "b"], per_trial=True).blocks[0].tolist() == [3, 3]
 
 
 def test_least_wealth_is_a_lower_bound_and_a_tight_one():
@@ -174,6 +177,35 @@ def test_least_wealth_is_a_lower_bound_and_a_tight_one():
         assert least - 0.03 <= value[0] <= least + 1e-9
 
 
+@pytest.mark.parametrize("signs", [(1.0, 1.0), (-1.0, -1.0), (1.0, -1.0)])
+def test_per_trial_least_wealth_is_a_lower_bound(signs):
+    """Bet per trial, the least log wealth over "sum sign_j p_j^k <= bound" is never above
+    a brute-force minimum over a fine grid of p (itself a little above the true least);
+    where the null is convex (every sign +1, the PASS test of an absolute criterion) it
+    comes within 0.05 nats of it. The other sides are nonconvex: only the bound holds."""
+    from passhat.results.gate_trials import least_log_wealth_trials
+
+    rng = np.random.default_rng(7)
+    grid = np.linspace(0, 1, 401)
+    p = np.stack(np.meshgrid(grid, grid, indexing="ij"), axis=-1).reshape(-1, 2)
+    sign = np.array(signs)
+    for case in range(16):
+        k = 2 + case % 3
+        eta = rng.uniform(-3, 3, (1, 2, 6)) * (rng.random((1, 2, 6)) < 0.8)
+        y = (rng.random((1, 2, 6)) < rng.uniform(0.2, 0.9)).astype(float)
+        bound = rng.uniform(-2, 2, 1)
+        value, where = least_log_wealth_trials(eta, y, sign, bound, k)
+        feasible = (p ** k) @ sign <= bound[0]
+        if not feasible.any():
+            assert value[0] == np.inf
+            continue
+        log_wealth = (eta * y).sum() - np.log1p(p[:, :, None] * np.expm1(eta[0])).sum(axis=(1, 2))
+        least = log_wealth[feasible].min()
+        assert value[0] <= least + 1e-9
+        if signs == (1.0, 1.0):
+            assert value[0] >= least - 0.05
+
+
 def _gate_in_rounds(criteria, ps, max_trials, seed=0):  # noqa: ANN001, ANN201
     """A gate driven as the workflow drives it: next_round picks, each chosen task runs
     round_trials trials; the rounds and the final results."""
@@ -187,11 +219,12 @@ def _gate_in_rounds(criteria, ps, max_trials, seed=0):  # noqa: ANN001, ANN201
         rounds.append({t: [rng.random() < ps[int(t[1:])] for _ in range(size)] for t in chosen})
 
 
-@pytest.mark.parametrize("k, max_trials", [(1, 8), (4, 16)])
-def test_an_agent_that_never_fails_passes_a_bar_of_095_within_the_budget(k, max_trials):
+@pytest.mark.parametrize("k, max_trials, bets", [(1, 8, "blocks"), (4, 16, "blocks"), (4, 16, "trials")])
+def test_an_agent_that_never_fails_passes_a_bar_of_095_within_the_budget(k, max_trials, bets):
     """20 tasks that always succeed: pass^1 >= 0.95 within 8 trials a task (one look at 160
-    successes rejects 'below 0.95' at 0.95^160), pass^4 >= 0.95 within 16."""
-    rounds, (result,), _ = _gate_in_rounds([gate.absolute(k, 0.95)], [1.0] * 20, max_trials)
+    successes rejects 'below 0.95' at 0.95^160), pass^4 >= 0.95 within 16, bet on blocks
+    or per trial."""
+    rounds, (result,), _ = _gate_in_rounds([gate.absolute(k, 0.95, bets=bets)], [1.0] * 20, max_trials)
     assert result.verdict == gate.PASS
     assert max(len(v) for v in gate.merged(rounds).values()) <= max_trials
 
