@@ -41,6 +41,9 @@ from passhat.domains.tau2_messages import to_tau2_turns
 # A review's key names the reviewer's version: tau2's prompt is the installed tau2's.
 PROMPT_PREFIX = "tau2-"
 QUOTE_CHARS = 200
+# A severity tau2's parser read as none (a value not of the source's list): said so, not
+# guessed, and never null (everything that shows an error prints its severity).
+UNRATED = "unrated"
 # tau2's severities that put the trial's failure on a side (the user's "critical_helped"
 # helped the agent: it does not explain a failure).
 BLAMING = {"agent": ("critical",), "user": ("critical_hindered",)}
@@ -150,11 +153,12 @@ def read_review(content: str | None, cost: float | None, domain: Any, task_id: s
 
 def as_errors(review: Any, trajectory: Trajectory) -> list[dict[str, Any]]:
     """tau2's Review in passhat's shape: the step the turn was recorded in, the side,
-    the first of tau2's tags as the category (all of them under "tags"), tau2's severity,
+    the first of tau2's tags as the category (all of them under "tags"), tau2's severity
+    (UNRATED where it read none),
     the turn's text as the quote, tau2's reasoning as the explanation."""
     return [{"step": trajectory.steps[e.turn_idx], "turn": e.turn_idx, "side": e.source,
              "category": e.error_tags[0] if e.error_tags else "other", "tags": list(e.error_tags),
-             "severity": e.severity, "quote": trajectory.quote(e.turn_idx), "explanation": e.reasoning,
+             "severity": e.severity or UNRATED, "quote": trajectory.quote(e.turn_idx), "explanation": e.reasoning,
              "correct_behavior": e.correct_behavior}
             for e in review.errors]
 

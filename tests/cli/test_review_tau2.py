@@ -33,12 +33,12 @@ AUTH_PROMPT = "Classify the user authentication outcome"
 
 class IrregularReviewer(ScriptedResponder):
     """The scripted reviewer over HTTP, its answer to each conversation written one of
-    five ways tau2's parser reads alike (drawn from the request, so both sides get the
-    same answer): plain JSON, fenced JSON, prose around it, tags as one string, sources in
-    capitals. tau2's authentication classification (its full mode's second call) is
+    six ways tau2's parser reads (drawn from the request, so both sides get the same
+    answer): plain JSON, fenced JSON, prose around it, tags as one string, sources in
+    capitals, a severity not in tau2's list. tau2's authentication classification (its full mode's second call) is
     answered with a fixed verdict."""
 
-    FORMS = ("plain", "fenced", "prose", "string_tags", "capitals")
+    FORMS = ("plain", "fenced", "prose", "string_tags", "capitals", "odd_severity")
 
     def answer(self, body: dict) -> dict:
         messages = body.get("messages") or []
@@ -50,6 +50,9 @@ class IrregularReviewer(ScriptedResponder):
         if form == "string_tags":
             for e in data["errors"]:
                 e["error_tags"] = e["error_tags"][0]
+        if form == "odd_severity":  # not in tau2's list: tau2 reads it as none
+            for e in data["errors"]:
+                e["severity"] = "severe"
         if form == "capitals":
             for e in data["errors"]:
                 e["source"] = e["source"].upper()
@@ -125,8 +128,12 @@ def test_passhat_review_on_tau2_1_0_is_tau2s_reviewer(env, tmp_path, monkeypatch
     for sim in results.simulations:
         [mine] = shown[sim.id]
         assert mine["prompt_version"].startswith("tau2-1.0")
+        # The failure is owed to the sides with an error critical to the outcome.
+        owing = {e.source for e in sim.review.errors if (e.source, e.severity) in
+                 {("agent", "critical"), ("user", "critical_hindered")}}
+        assert mine["blame"] == ("both" if len(owing) == 2 else owing.pop() if owing else "none")
         assert [(e["turn"], e["side"], e["tags"], e["severity"], e["explanation"]) for e in mine["errors"]] \
-            == [(e.turn_idx, e.source, e.error_tags, e.severity, e.reasoning) for e in sim.review.errors]
+            == [(e.turn_idx, e.source, e.error_tags, e.severity or "unrated", e.reasoning) for e in sim.review.errors]
         for e in mine["errors"]:
             turn = sim.messages[e["turn"]]
             said = turn.content or "; ".join(f"{c.name}({json.dumps(c.arguments)})" for c in turn.tool_calls or [])
