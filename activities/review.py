@@ -11,7 +11,11 @@ started again pays for no answer twice: only calls in flight at a crash are made
 The judge's call is an ordinary model call of passhat (activities/conversation.call_model:
 litellm, the trial's metadata, a span, tokens and cost), and its provider errors are the
 run's: transient ones are left to Temporal's retry with the run's backoff, deterministic
-ones fail the review's activity."""
+ones fail the review's activity.
+
+Whose reviewer reads the trial is the review's prompt version: passhat's own
+(PassHatReviewer, tau2 26.3) or the installed tau2 1.0.x's (Tau2Reviewer: tau2's request
+and tau2's reading of the reply, the call still passhat's)."""
 
 from __future__ import annotations
 
