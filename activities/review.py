@@ -11,7 +11,11 @@ started again pays for no answer twice: only calls in flight at a crash are made
 The judge's call is an ordinary model call of passhat (activities/conversation.call_model:
 litellm, the trial's metadata, a span, tokens and cost), and its provider errors are the
 run's: transient ones are left to Temporal's retry with the run's backoff, deterministic
-ones fail the review's activity."""
+ones fail the review's activity.
+
+Whose reviewer reads the trial is the review's prompt version: passhat's own
+(PassHatReviewer, tau2 26.3) or the installed tau2 1.0.x's (Tau2Reviewer: tau2's request
+and tau2's reading of the reply, the call still passhat's)."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, Field
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from passhat.activities.conversation import (
     ConversationActivities,
@@ -31,7 +36,9 @@ from passhat.activities.conversation import (
 )
 from passhat.contracts import TRIAL_RUNNING, TRIAL_SCORED, Message, RetryConfig, StepRef, TrialSpec, stable_hash
 from passhat.domains import review as judging
+from passhat.domains import tau2_review
 from passhat.domains.registry import get_domain
+from passhat.domains.tau2_version import installed_rules
 from passhat.infra import llm, review_store
 from passhat.infra.store import Store
 
@@ -50,7 +57,8 @@ class ReviewRequest(BaseModel):
     max_cost: Optional[float] = None
     concurrency: int = 8
     retry: RetryConfig = Field(default_factory=RetryConfig)  # the run's
-    prompt_version: str = judging.PROMPT_VERSION
+    # Whose reviewer: passhat's own prompt (26.3) or the installed tau2's (1.0.x).
+    prompt_version: str = Field(default_factory=lambda: default_prompt_version())
 
     def review_key(self) -> str:
         """The judge and what it is asked: reviews under another key are other reviews."""
@@ -65,6 +73,11 @@ class ReviewRequest(BaseModel):
         if trial.status != TRIAL_SCORED or (self.failed_only and trial.success):
             return False
         return not self.tasks or trial.task_id in self.tasks or f"{trial.domain}/{trial.task_id}" in self.tasks
+
+
+def default_prompt_version() -> str:
+    """The reviewer the installed tau2 calls for: its own on 1.0.x, passhat's on 26.3."""
+    return tau2_review.prompt_version() if installed_rules().reviewer == "tau2" else judging.PROMPT_VERSION
 
 
 def review_workflow_id(run_id: str) -> str:
@@ -118,24 +131,26 @@ class ReviewActivities:
         heartbeat = Heartbeat(max(1.0, req.retry.heartbeat_timeout_s / 3))
         row = await heartbeat.around(asyncio.to_thread(review_store.get_review, self.store, rid))
         if row is None:
-            spec, request, steps = await heartbeat.around(asyncio.to_thread(self._request, ref))
+            spec, reviewer = await heartbeat.around(asyncio.to_thread(self._reviewer, ref))
             heartbeat.every_s = heartbeat_every_s(spec)
-            messages, review, reason = request, None, None
+            messages, review, reason = reviewer.request, None, None
             for call in (0, 1):
                 answer = await heartbeat.around(asyncio.to_thread(review_store.recorded_call, self.store, rid, call))
                 reply = answer.reply if answer is not None else await self._ask(ref, spec, heartbeat, rid, call, messages)
                 try:
-                    review = judging.parse_review(reply, steps)
+                    kept = answer or review_store.recorded_call(self.store, rid, call)
+                    review = await heartbeat.around(asyncio.to_thread(
+                        reviewer.read, reply, kept.cost if kept is not None else None))
                     break
                 except judging.ReviewRejected as err:
                     reason = f"{err.kind}: {err}"
-                    messages = judging.resend_messages(request, reply, str(err))
+                    messages = reviewer.resend(reply, str(err))
             await heartbeat.around(asyncio.to_thread(self._keep, ref, rid, review, reason))
             row = review_store.get_review(self.store, rid)
         spent = await asyncio.to_thread(review_store.review_cost, self.store, req.run_id, key)
         return ReviewOutcome(status=row.status, blame=row.blame, errors=len(row.errors()), spent=spent)
 
-    def _request(self, ref: ReviewRef) -> tuple[TrialSpec, list[dict], list[tuple[int, list[Message]]]]:
+    def _reviewer(self, ref: ReviewRef) -> tuple[TrialSpec, PassHatReviewer | Tau2Reviewer]:
         trial = self.store.get_trial(ref.trial_id)
         config = self.store.get_run(trial.run_id).run_config()
         unit = next(u for u in config.units() if (u.agent_model, u.domain, u.task_id)
@@ -143,10 +158,12 @@ class ReviewActivities:
         spec = unit.trial(trial.trial_index).model_copy(update={"retry": ref.request.retry})
         domain = get_domain(trial.domain)
         steps = [(row.step, row.message_list()) for row in self.store.steps(trial.trial_id)]
-        outcome = (f"ended: {trial.termination_reason}; reward {trial.reward}; "
-                   f"{'success' if trial.success else 'failure'} by the benchmark's check")
-        request = judging.request_messages(domain.policy(), domain.task(trial.task_id), steps, outcome)
-        return spec, request, steps
+        if tau2_review.is_tau2_prompt(ref.request.prompt_version):
+            if ref.request.prompt_version != tau2_review.prompt_version():
+                raise ApplicationError(f"this review asks for the reviewer of {ref.request.prompt_version}, "
+                                       f"but the worker runs {tau2_review.prompt_version()}", non_retryable=True)
+            return spec, Tau2Reviewer(domain, trial.task_id, steps)
+        return spec, PassHatReviewer(domain, trial, steps)
 
     async def _ask(self, ref: ReviewRef, spec: TrialSpec, heartbeat: Heartbeat, rid: str, call: int,
                    messages: list[dict]) -> str | None:
@@ -179,6 +196,41 @@ class ReviewActivities:
             status=REVIEWED if review is not None else NOT_REVIEWABLE,
             blame=review["blame"] if review is not None else None,
             errors_json=json.dumps(review["errors"] if review is not None else []),
+            tau2_review_json=review.get("tau2") if review is not None else None,
             reason=None if review is not None else reason, calls=len(calls),
             input_tokens=sum(c.input_tokens for c in calls), output_tokens=sum(c.output_tokens for c in calls),
             cost=sum(c.cost for c in calls))
+
+
+class PassHatReviewer:
+    """passhat's own review (tau2 26.3): passhat's prompt, taxonomy and checks."""
+
+    def __init__(self, domain, trial, steps: list[tuple[int, list[Message]]]):  # noqa: ANN001
+        self.steps = steps
+        outcome = (f"ended: {trial.termination_reason}; reward {trial.reward}; "
+                   f"{'success' if trial.success else 'failure'} by the benchmark's check")
+        self.request = judging.request_messages(domain.policy(), domain.task(trial.task_id), steps, outcome)
+
+    def read(self, reply: str | None, cost: float | None) -> dict[str, Any]:
+        return judging.parse_review(reply, self.steps)
+
+    def resend(self, reply: str | None, reason: str) -> list[dict]:
+        return judging.resend_messages(self.request, reply, reason)
+
+
+class Tau2Reviewer:
+    """tau2 1.0.x's own reviewer: its request, its reading of the reply; the review kept
+    both in passhat's shape and as tau2's Review (for tau2 exports)."""
+
+    def __init__(self, domain, task_id: str, steps: list[tuple[int, list[Message]]]):  # noqa: ANN001
+        self.domain, self.task_id = domain, task_id
+        self.trajectory = tau2_review.Trajectory(steps)
+        self.request = tau2_review.request_messages(domain, task_id, self.trajectory)
+
+    def read(self, reply: str | None, cost: float | None) -> dict[str, Any]:
+        review = tau2_review.read_review(reply, cost, self.domain, self.task_id, self.trajectory)
+        return {"errors": tau2_review.as_errors(review, self.trajectory), "blame": tau2_review.blame(review),
+                "tau2": review.model_dump_json()}
+
+    def resend(self, reply: str | None, reason: str) -> list[dict]:
+        return tau2_review.resend_messages(self.request, reply, reason)

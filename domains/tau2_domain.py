@@ -483,6 +483,10 @@ class Tau2Domain:
     def _task_set(self) -> dict[str, Any]:
         return self._tasks if self._tasks is not None else domain_data(self.tau2_name).tasks
 
+    def tau2_task(self, task_id: str) -> Any:
+        """The task as tau2 holds it (what tau2's own evaluator and reviewer read)."""
+        return self._tau2_task(task_id)
+
     def _tau2_task(self, task_id: str) -> Any:
         try:
             return self._task_set()[task_id]

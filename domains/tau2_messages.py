@@ -75,6 +75,12 @@ def to_tau2_trajectory(messages: list[Message]) -> list[Any]:
     answers: they did not touch the environment, and tau2 expects every call in a
     trajectory to be followed by its answer.
     """
+    return [turn for turn, _ in to_tau2_turns(messages)]
+
+
+def to_tau2_turns(messages: list[Message]) -> list[tuple[Any, Message]]:
+    """to_tau2_trajectory's messages, each with the message of ours it was made from (a
+    tool answer's own message), so a turn tau2 numbers can be traced to its step."""
     from tau2.data_model.message import AssistantMessage, UserMessage
 
     answered = {
@@ -82,7 +88,7 @@ def to_tau2_trajectory(messages: list[Message]) -> list[Any]:
         for call, answer in answered_calls(messages)
         if call.invalid_arguments is None
     }
-    trajectory: list[Any] = []
+    trajectory: list[tuple[Any, Message]] = []
     for message in messages:
         if message.role == "tool":
             continue  # emitted right after the call it answers
@@ -90,15 +96,16 @@ def to_tau2_trajectory(messages: list[Message]) -> list[Any]:
         if not calls and not message.has_text():
             continue
         caller = UserMessage if message.role == "user" else AssistantMessage
-        trajectory.append(
+        trajectory.append((
             caller(
                 role=message.role,
                 content=message.content,
                 tool_calls=[to_tau2_call(c) for c in calls] or None,
-            )
-        )
-        trajectory.extend(_to_tau2_tool_message(c, answered[id(c)]) for c in calls)
-    for turn, message in enumerate(trajectory):
+            ),
+            message,
+        ))
+        trajectory.extend((_to_tau2_tool_message(c, answered[id(c)]), answered[id(c)]) for c in calls)
+    for turn, (message, _) in enumerate(trajectory):
         message.turn_idx = turn
     return trajectory
 

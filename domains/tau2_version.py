@@ -74,6 +74,10 @@ class Tau2Rules:
     # (as for a model failure, `simulation_retries` times) and then ends as
     # `exhausted_reason` (1.0.x). None for a version that grades no NL assertions.
     on_judge_failure: str | None
+    # Whose LLM review `passhat review` asks for: "passhat" (passhat's own prompt and
+    # taxonomy, domains/review.py) or "tau2" (the version's own reviewer,
+    # domains/tau2_review.py, so a review compares with tau2's).
+    reviewer: str = "passhat"
 
 
 RULES: dict[str, Tau2Rules] = {
@@ -102,6 +106,7 @@ RULES: dict[str, Tau2Rules] = {
         evaluator_replay="tau2",
         judge_verdict_model="tau2.data_model.simulation:NLAssertionCheck",
         on_judge_failure="rerun",
+        reviewer="tau2",
     ),
 }
 

@@ -13,7 +13,13 @@ format), and blames them as the ground truth says:
 - an agent tool call no expected action names: wrong_action; one whose tool is
   expected with other arguments: wrong_arguments.
 `reviewer-misquote` answers first with a quote the transcript does not hold, then, when
-told so, as `reviewer`; `reviewer-garbled` never answers with JSON."""
+told so, as `reviewer`; `reviewer-garbled` never answers with JSON.
+
+Asked by tau2 1.0.x's own reviewer (passhat.domains.tau2_review), they read its request
+(the conversation as "[TURN n] **role**:" blocks, the expected actions as a JSON block)
+and answer in its format: the same findings, with tau2's tags (TAU2_TAGS), the agent's
+as "critical", the user's as "critical_hindered"; the misquote names a turn that does
+not exist."""
 
 from __future__ import annotations
 
@@ -44,17 +50,55 @@ def _call(text: str) -> tuple[str, Any]:
 
 
 def verdict(request: str) -> dict[str, Any]:
-    """The review of the trial in `request` (the judge's user message)."""
-    expected = [a for a in json.loads(_section(request, "expected_actions") or "[]")
-                if a.get("requestor", "assistant") == "assistant"]
+    """The review of the trial in `request` (the judge's user message, passhat's prompt)."""
+    expected = json.loads(_section(request, "expected_actions") or "[]")
+    lines = []
+    for line in _NEXT_LINE.split(_section(request, "transcript")):
+        match = _LINE.fullmatch(line)
+        if match:
+            lines.append((int(match.group(1)), match.group(2), match.group(3), match.group(4)))
+    return _verdict(expected, lines)
+
+
+def tau2_verdict(request: str) -> dict[str, Any]:
+    """The same review, of a request made by tau2 1.0.x's reviewer, answered in its format
+    (source, error_tags, severity, turn_idx, reasoning, correct_behavior)."""
+    fenced = _section(request, "Example Action Trajectory").strip()
+    expected = json.loads(fenced.removeprefix("```json").removesuffix("```") or "[]")
+    lines = []
+    for turn in _TAU2_TURN.finditer(_section(request, "Conversation")):
+        index, role, body = int(turn.group(1)), turn.group(2), turn.group(3)
+        if role not in ("assistant", "user"):
+            continue
+        who = "agent" if role == "assistant" else "user"
+        text, _, calls = body.partition("**Tool Call**: ")
+        if text.strip():
+            lines.append((index, who, ": ", text.strip()))
+        for call in _TAU2_CALL.finditer("**Tool Call**: " + calls if calls else ""):
+            lines.append((index, who, " calls ", f"{call.group(1)}({json.dumps(json.loads(call.group(2)))})"))
+    found = _verdict(expected, lines)
+    return {"errors": [{"source": e["side"], "error_tags": [TAU2_TAGS[e["category"]]],
+                        "severity": "critical" if e["side"] == "agent" else "critical_hindered",
+                        "turn_idx": e["step"], "reasoning": e["explanation"], "correct_behavior": None}
+                       for e in found["errors"]],
+            "summary": f"{len(found['errors'])} error(s)"}
+
+
+# passhat's categories as tau2 1.0.x's reviewer tags them.
+TAU2_TAGS = {"wrong_action": "irrelevant_tool_call", "wrong_arguments": "tool_call_argument_error",
+             "premature_end": "premature_termination", "skipped_action": "missed_required_action",
+             "hallucinated_detail": "hallucination"}
+_TAU2_TURN = re.compile(r"\[TURN (\d+)\] \*\*(assistant|user|tool(?: \(Error\))?)\*\*:\n?(.*?)(?=\n\n\[TURN \d+\] |\Z)",
+                        re.S)
+_TAU2_CALL = re.compile(r"\*\*Tool Call\*\*: (\S+)\n```json\n(.*?)\n```", re.S)
+
+
+def _verdict(expected: list[dict[str, Any]], lines: list[tuple[int, str, str, str]]) -> dict[str, Any]:
+    expected = [a for a in expected if a.get("requestor", "assistant") == "assistant"]
     errors: list[dict[str, Any]] = []
     made: list[tuple[str, Any]] = []
     closed: tuple[int, str] | None = None  # the agent's closing turn: its step and words
-    for line in _NEXT_LINE.split(_section(request, "transcript")):
-        match = _LINE.fullmatch(line)
-        if not match:
-            continue
-        step, who, how, text = int(match.group(1)), match.group(2), match.group(3), match.group(4)
+    for step, who, how, text in lines:
         if who == "agent" and how == " calls ":
             name, args = _call(text)
             made.append((name, args))
@@ -92,8 +136,14 @@ def review_turn(model: str, messages: list[dict]) -> dict:
     if name == "reviewer-garbled":
         return {"role": "assistant", "content": "I think the agent did fine overall."}
     request = next(str(m.get("content") or "") for m in messages if m.get("role") == "user")
-    review = verdict(request)
     resent = len([m for m in messages if m.get("role") == "user"]) > 1
+    if "<Conversation>" in request:  # tau2 1.0.x's reviewer asks
+        review = tau2_verdict(request)
+        if name == "reviewer-misquote" and not resent:  # evidence from a turn that does not exist
+            review["errors"].insert(0, {"source": "agent", "error_tags": ["hallucination"], "severity": "minor",
+                                        "turn_idx": 9999, "reasoning": "made up", "correct_behavior": None})
+        return {"role": "assistant", "content": json.dumps(review)}
+    review = verdict(request)
     if name == "reviewer-misquote" and not resent:
         review = {"errors": [_error(1, "agent", "hallucinated_detail", "a sentence nobody said",
                                     "made up")] + review["errors"], "blame": "agent"}

@@ -233,6 +233,8 @@ class ReviewRow(SQLModel, table=True):
     blame: str | None = None  # agent | user | both | none
     errors_json: str = Field(default="[]", sa_type=Text)
     reason: str | None = Field(default=None, sa_type=Text)  # why not reviewable
+    # tau2 1.0.x's reviewer: its Review as tau2 writes it (SimulationRun.review), for exports.
+    tau2_review_json: str | None = Field(default=None, sa_type=Text)
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0

@@ -57,7 +57,9 @@ def export_run(store, run_id: str, fmt: str, out_dir: str, *, partial: bool = Fa
     imported = run.status == RUN_IMPORTED
     if fmt == "tau2":
         kept = {domain: row.tasks() for domain, row in store.run_tasks(run_id).items()}
-        files, written = _tau2_files(config, rows, steps, partial, kept, imported)
+        from passhat.results.review_report import tau2_reviews
+
+        files, written = _tau2_files(config, rows, steps, partial, kept, imported, tau2_reviews(store, run_id))
     else:
         from passhat.results.review_report import run_reviews_json
 
@@ -68,7 +70,7 @@ def export_run(store, run_id: str, fmt: str, out_dir: str, *, partial: bool = Fa
 
 
 def _tau2_files(config: RunConfig, rows, steps, partial: bool,  # noqa: ANN001
-                kept: dict[str, list], imported: bool) -> tuple[dict[str, str], int]:
+                kept: dict[str, list], imported: bool, reviews: dict[str, str]) -> tuple[dict[str, str], int]:
     for domain in config.domains:
         if domain.startswith(TAU_BENCH_PREFIX):
             raise ResultsError(
@@ -104,6 +106,7 @@ def _tau2_files(config: RunConfig, rows, steps, partial: bool,  # noqa: ANN001
                     git_commit=f"{_passhat_version()}; "
                                + tau2_words(config.tau2_version, config.tau2_data, imported),
                     kept_tasks=kept.get(domain),
+                    reviews=reviews,
                 )
             except ResultsFileError as err:
                 raise ResultsError(f"cannot export run {config.run_id}: {err}") from None

@@ -42,6 +42,13 @@ def run_reviews_json(store, run_id: str) -> dict[str, list[dict[str, Any]]]:  # 
     return dict(out)
 
 
+def tau2_reviews(store, run_id: str) -> dict[str, str]:  # noqa: ANN001 - a Store
+    """trial id -> the latest review tau2 1.0.x's own reviewer made of it (tau2's Review
+    as JSON), for the `review` field of tau2 exports; trials without one are left out."""
+    return {row.trial_id: row.tau2_review_json for row in review_store.reviews(store, run_id)
+            if row.tau2_review_json is not None}
+
+
 def latest_key(store, run_id: str) -> str | None:  # noqa: ANN001 - a Store
     rows = review_store.reviews(store, run_id)
     return rows[-1].review_key if rows else None

@@ -92,10 +92,13 @@ def to_tau2_results(
     records: list[TrialRecord],
     git_commit: str = "unknown",
     kept_tasks: list[Any] | None = None,
+    reviews: dict[str, str] | None = None,
 ) -> str:
     """One tau2 Results file (JSON text) for one agent model on one domain. Only scored
     trials are written. The text is loaded back with tau2's Results model before it is
-    returned, so what is written is what tau2 reads."""
+    returned, so what is written is what tau2 reads. `reviews`: trial id -> the review
+    tau2 1.0.x's reviewer made of it (its Review as JSON), written where tau2 writes it
+    (SimulationRun.review)."""
     quiet_tau2()
     from tau2.data_model.simulation import AgentInfo, Info, Results, UserInfo
     from tau2.run import get_environment_info
@@ -122,7 +125,7 @@ def to_tau2_results(
         seed=seed,
     )
     simulations = [
-        tau2_simulation(r) if r.status == TRIAL_SCORED else given_up_simulation(r)
+        tau2_simulation(r, (reviews or {}).get(r.trial_id)) if r.status == TRIAL_SCORED else given_up_simulation(r)
         for r in sorted(records, key=lambda r: (r.trial_index, _task_order(task_ids, r.task_id)))
         if written_to_tau2(r.status, r.termination_reason)
     ]
@@ -143,10 +146,17 @@ def _task_order(task_ids: list[str], task_id: str) -> int:
         return len(task_ids)
 
 
-def tau2_simulation(record: TrialRecord) -> Any:
-    """A scored trial as tau2's SimulationRun."""
+def tau2_simulation(record: TrialRecord, review_json: str | None = None) -> Any:
+    """A scored trial as tau2's SimulationRun, with tau2's reviewer's review of it when
+    there is one (only tau2 1.0.x has the field, and only its reviewer writes it)."""
     quiet_tau2()
     from tau2.data_model.simulation import SimulationRun
+
+    extra: dict[str, Any] = {}
+    if review_json is not None:
+        from tau2.data_model.simulation import Review
+
+        extra["review"] = Review.model_validate_json(review_json)
 
     messages = to_tau2_messages(record.steps)
     started = record.started_at or record.finished_at or _now()
@@ -170,6 +180,7 @@ def tau2_simulation(record: TrialRecord) -> Any:
         messages=messages,
         trial=record.trial_index,
         seed=record.seed,
+        **extra,
     )
 
 
