@@ -8,7 +8,8 @@ What this module adds is speed for a worker that runs thousands of trials in one
   JSON) every time, and its evaluator builds two environments per scoring, one of them
   the gold final state, which is the same for every trial of a task. Here each database
   is parsed once per process, every environment shares the records it does not touch
-  (shared_db), and the gold state is computed once per task.
+  (shared_db), and the gold state is computed once per task (the environment check is
+  passhat.domains.tau2_environment).
 - A conversation's environment is kept between tool calls (`session`), so a tool call
   does not replay the whole conversation unless this worker has not seen it yet.
 
@@ -24,7 +25,7 @@ from typing import Any
 
 from passhat.contracts import GoldAction, Message, Score, TaskInfo, ToolCall
 from passhat.domains.base import UnknownDomainError, UnknownTaskError
-from passhat.domains.shared_db import kept, same_data
+from passhat.domains.tau2_environment import EnvironmentReplay
 from passhat.domains.tau2_catalog import is_tau2_domain
 from passhat.domains.tau2_data import PROMPT_ONLY, SessionCache, domain_data, gc_paused
 from passhat.domains.tau2_messages import (
@@ -68,10 +69,7 @@ class Tau2Domain:
         self.tau2_name = name
         self._tasks = None if tasks is None else {task.id: task for task in tasks}
         self._sessions = SessionCache(session_cache_size)
-        # task id -> gold final databases, as shared_db.kept keeps them (see _gold_state).
-        # Two threads may compute the same entry at once; both get the same value, so no
-        # lock is needed.
-        self._gold: dict[str, tuple[Any, Any]] = {}
+        self._replay = EnvironmentReplay(name)
         self._user_prompts: dict[str, str] = {}
 
     # -- tasks and prompts -------------------------------------------------------------
@@ -150,7 +148,8 @@ class Tau2Domain:
         return list(data.agent_tools), data.policy
 
     def tau2_task(self, task_id: str) -> Any:
-        """tau2's Task model (for agents that are handed the task, as tau2's GT agent)."""
+        """tau2's Task model (for agents that are handed the task, as tau2's GT agent, and
+        for what reads it as tau2's evaluator and reviewer do)."""
         return self._tau2_task(task_id)
 
     # -- tools -------------------------------------------------------------------------
@@ -337,7 +336,7 @@ class Tau2Domain:
         from tau2.evaluator.evaluator_communicate import CommunicateEvaluator
 
         criteria = task.evaluation_criteria
-        env = self._environment_reward(task, trajectory)
+        env = self._replay.reward(task, trajectory)
         action = ActionEvaluator.calculate_reward(task=task, full_trajectory=trajectory)
         communicate = CommunicateEvaluator.calculate_reward(task=task, full_trajectory=trajectory)
         basis = set(criteria.reward_basis)
@@ -361,102 +360,13 @@ class Tau2Domain:
             info={"env": env.info, "nl": None, "communicate": communicate.info, "action": action.info},
         )
 
-    def _environment_reward(self, task: Any, trajectory: list[Any]) -> Any:
-        """tau2's environment check: the databases after replaying the trajectory must
-        hash like the gold ones, and the task's environment assertions must hold."""
-        from tau2.data_model.simulation import DBCheck, EnvAssertionCheck, RewardInfo
-        from tau2.data_model.tasks import RewardType
-
-        criteria = task.evaluation_criteria
-        if criteria.actions is None and criteria.env_assertions is None:
-            return RewardInfo(
-                reward=1.0,
-                db_check=DBCheck(db_match=True, db_reward=1.0),
-                info={"note": "No expected actions or env assertions"},
-            )
-        predicted = self._predicted_environment(task, trajectory)
-        gold_db, gold_user_db = self._gold_state(task)
-        db_match = same_data(gold_db, predicted.tools.db) and same_data(
-            gold_user_db, predicted.user_tools.db if predicted.user_tools else None
-        )
-        db_check = DBCheck(db_match=db_match, db_reward=1.0 if db_match else 0.0)
-        assertions = []
-        for assertion in criteria.env_assertions or []:
-            met = predicted.run_env_assertion(assertion, raise_assertion_error=False)
-            assertions.append(EnvAssertionCheck(env_assertion=assertion, met=met, reward=1.0 if met else 0.0))
-        reward, breakdown = 1.0, {}
-        if RewardType.DB in criteria.reward_basis:
-            breakdown[RewardType.DB] = db_check.db_reward
-            reward *= db_check.db_reward
-        if RewardType.ENV_ASSERTION in criteria.reward_basis:
-            met_all = 1.0 if all(a.met for a in assertions) else 0.0
-            breakdown[RewardType.ENV_ASSERTION] = met_all
-            reward *= met_all
-        return RewardInfo(
-            reward=reward,
-            db_check=db_check,
-            env_assertions=assertions,
-            reward_basis=criteria.reward_basis,
-            reward_breakdown=breakdown,
-        )
-
-    def _gold_state(self, task: Any) -> tuple[Any, Any]:  # shared-database domains only
-        """The agent and user databases after the task's gold actions, from its initial
-        state, computed once per task and kept as shared_db.kept keeps them."""
-        state = self._gold.get(task.id)
-        if state is None:
-            gold = self._gold_environment(task)
-            state = self._gold[task.id] = (
-                kept(gold.tools.db), kept(gold.user_tools.db if gold.user_tools else None)
-            )
-        return state
-
-    def _gold_environment(self, task: Any) -> Any:
-        """tau2's gold environment: the task's initial state, then its gold actions, each
-        made as tau2's evaluator makes them."""
-        init = task.initial_state
-        gold = domain_data(self.tau2_name).new_environment()
-        gold.set_state(
-            initialization_data=init.initialization_data if init else None,
-            initialization_actions=init.initialization_actions if init else None,
-            message_history=(init.message_history or []) if init else [],
-        )
-        for action in task.evaluation_criteria.actions or []:
-            try:
-                gold.make_tool_call(tool_name=action.name, requestor=action.requestor, **action.arguments)
-            except Exception:  # noqa: BLE001
-                pass  # as in tau2: a gold action that fails leaves the state as it was
-        return gold
-
-    def _predicted_environment(self, task: Any, trajectory: list[Any]) -> Any:
-        """tau2's environment after replaying the conversation, as its evaluator replays it
-        (the tool calls of both sides, each domain's sync_tools included)."""
-        init = task.initial_state
-        predicted = domain_data(self.tau2_name).new_environment()
-        predicted.set_state(
-            initialization_data=init.initialization_data if init else None,
-            initialization_actions=init.initialization_actions if init else None,
-            message_history=trajectory,
-        )
-        return predicted
-
     def database_differences(self, task_id: str, messages: list[Message]) -> list[dict[str, Any]]:
         """The fields in which the conversation's final databases (the agent's, and the
         user's where the domain has one) differ from the gold ones (domains/db_diff.py)."""
-        from passhat.domains.db_diff import database_differences
-
         task = self._tau2_task(task_id)
         if task.evaluation_criteria is None:
             return []
-        with gc_paused():
-            predicted = self._predicted_environment(task, to_tau2_trajectory(with_initial_messages(task, messages)))
-            gold_db, gold_user_db = self._gold_state(task) if domain_data(self.tau2_name).shared else (None, None)
-            if gold_db is None or isinstance(gold_db, str) or isinstance(gold_user_db, str):
-                gold = self._gold_environment(task)  # kept as a hash only: rebuilt to compare
-                gold_db, gold_user_db = gold.tools.db, gold.user_tools.db if gold.user_tools else None
-            user_db = predicted.user_tools.db if predicted.user_tools else None
-            return [*database_differences(gold_db, predicted.tools.db, "agent"),
-                    *database_differences(gold_user_db, user_db, "user")]
+        return self._replay.database_differences(task, to_tau2_trajectory(with_initial_messages(task, messages)))
 
     def diagnose(
         self, task_id: str, steps: list[tuple[int, list[Message]]], reward_info: dict[str, Any],
@@ -482,10 +392,6 @@ class Tau2Domain:
 
     def _task_set(self) -> dict[str, Any]:
         return self._tasks if self._tasks is not None else domain_data(self.tau2_name).tasks
-
-    def tau2_task(self, task_id: str) -> Any:
-        """The task as tau2 holds it (what tau2's own evaluator and reviewer read)."""
-        return self._tau2_task(task_id)
 
     def _tau2_task(self, task_id: str) -> Any:
         try:

@@ -58,7 +58,7 @@ def _check_gold_states(name: str, get_dict_hash) -> None:  # noqa: ANN001
     plain_db = registry.get_env_constructor(name)().tools.db.model_dump()
     golds, hashes = [], []
     for task in tasks:
-        gold_db, gold_user_db = domain._gold_state(task)
+        gold_db, gold_user_db = domain._replay.gold_state(task)
         assert gold_user_db is None
         # Built over shared tables, and holding tau2's data for the same actions.
         assert isinstance(gold_db.users, CopyOnAccessTable)
