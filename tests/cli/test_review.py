@@ -206,8 +206,14 @@ async def test_a_run_in_progress_has_only_its_finished_trials_reviewed(temporal_
             # From now on the run's conversations wait at the gate: the run stays in progress
             # (whoever serves it) while it is reviewed.
             models.freeze()
-            await until(lambda: models.held > 0 and len({t.trial_id for t in store.trials("going")
-                                                         if t.finished_at is None}) > 0, "the run held", 60)
+
+            def held() -> bool:
+                # Every trial begun and not finished waits on a model call: none is still
+                # between its last answer and its score, which would change what finished.
+                going = sum(t.finished_at is None for t in store.trials("going"))
+                return going > 0 and models.held >= going
+
+            await until(held, "every trial in flight held at the gate", 60)
             finished = {t.trial_id for t in store.trials("going") if t.status == "scored"}
             try:
                 done = ph.cli("review", "going", "--judge-model", "openai/reviewer", "--judge-args",
