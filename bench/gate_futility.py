@@ -15,7 +15,6 @@ import argparse
 
 import numpy as np
 from gate_calibration import Suite, leaderboard_suite, theta
-
 from passhat.results import gate
 
 
