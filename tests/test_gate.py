@@ -268,3 +268,30 @@ def test_the_summary_says_what_was_computed():
     text = markdown(record)
     assert "(90% two-sided)" in text and "plug-in estimate" in text and "missing at random" in text
     assert "unbiased C" not in text and "90% interval" in junit(record)
+
+
+def test_pass4_with_two_blocks_a_task_stops_at_its_bar_after_the_first():
+    """pass^4 with --max-trials 8 gives a task two blocks; futility is judged after the
+    first (gate.futility_from), so a leaderboard-like suite whose pass^4 sits on the bar
+    stops "too close to call" after 200 of its 400 conversations in most gates, driven
+    by next_round as the workflow drives it. Judged only after the last block, every gate
+    spent all 400."""
+    ps = [1.0] * 18 + [0.97] * 6 + [0.0] * 8 + [0.03] * 4 + [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8] * 2
+    bar = sum(p ** 4 for p in ps) / len(ps)
+    criteria = [gate.absolute(4, bar)]
+    spent, reasons = [], set()
+    for seed in range(10):
+        rng = random.Random(seed)
+        rounds = [{f"t{i:02}": [] for i in range(len(ps))}]
+        while True:
+            chosen, stopped = gate.next_round(criteria, rounds, None, 8)
+            if not chosen:
+                break
+            rounds.append({t: [rng.random() < ps[int(t[1:])] for _ in range(4)] for t in chosen})
+        verdict = gate.evaluate(criteria[0], rounds, max_trials=8, interval=False).verdict
+        assert verdict == gate.INCONCLUSIVE
+        spent.append(sum(map(len, gate.merged(rounds).values())))
+        reasons.add(stopped)
+    assert sum(s == 200 for s in spent) >= 7 and max(spent) <= 400  # seeds 0-9: 9 of 10 stop at 200
+    assert any(r and "too close to call" in r for r in reasons)
+    assert gate.futility_from(8) == 6 and gate.futility_from(4) == 3  # larger budgets: as before
