@@ -15,7 +15,8 @@ ones fail the review's activity.
 
 Whose reviewer reads the trial is the review's prompt version: passhat's own
 (PassHatReviewer, tau2 26.3) or the installed tau2 1.0.x's (Tau2Reviewer: tau2's request
-and tau2's reading of the reply, the call still passhat's)."""
+and tau2's reading of the reply, the call still passhat's; then, as tau2's full mode does,
+tau2's authentication classification of the trial, a judge call of its own, AUTH_CALL)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ from passhat.infra.store import Store
 
 REVIEWED = "reviewed"
 NOT_REVIEWABLE = "not_reviewable"
+# The judge calls of one review, each kept under its number: the review's (0, and 1 when
+# it is resent), then tau2 1.0.x's authentication classification.
+AUTH_CALL = 2
 
 
 class ReviewRequest(BaseModel):
@@ -145,7 +149,16 @@ class ReviewActivities:
                 except judging.ReviewRejected as err:
                     reason = f"{err.kind}: {err}"
                     messages = reviewer.resend(reply, str(err))
-            await heartbeat.around(asyncio.to_thread(self._keep, ref, rid, review, reason))
+            auth = None
+            if isinstance(reviewer, Tau2Reviewer):  # tau2's full mode: its authentication classification
+                answer = await heartbeat.around(asyncio.to_thread(review_store.recorded_call, self.store, rid,
+                                                                  AUTH_CALL))
+                reply = answer.reply if answer is not None else await self._ask(
+                    ref, spec, heartbeat, rid, AUTH_CALL, reviewer.auth_request)
+                kept = answer or review_store.recorded_call(self.store, rid, AUTH_CALL)
+                auth = await heartbeat.around(asyncio.to_thread(
+                    reviewer.classify, reply, kept.cost if kept is not None else None))
+            await heartbeat.around(asyncio.to_thread(self._keep, ref, rid, review, reason, auth))
             row = review_store.get_review(self.store, rid)
         spent = await asyncio.to_thread(review_store.review_cost, self.store, req.run_id, key)
         return ReviewOutcome(status=row.status, blame=row.blame, errors=len(row.errors()), spent=spent)
@@ -186,9 +199,11 @@ class ReviewActivities:
         kept = review_store.recorded_call(self.store, rid, call)
         return kept.reply if kept is not None else reply.message.content
 
-    def _keep(self, ref: ReviewRef, rid: str, review: dict | None, reason: str | None) -> None:
+    def _keep(self, ref: ReviewRef, rid: str, review: dict | None, reason: str | None,
+              auth: dict | None) -> None:
         req = ref.request
-        calls = [c for c in (review_store.recorded_call(self.store, rid, n) for n in (0, 1)) if c is not None]
+        calls = [c for c in (review_store.recorded_call(self.store, rid, n) for n in (0, 1, AUTH_CALL))
+                 if c is not None]
         review_store.record_review(
             self.store, id=rid, review_key=req.review_key(), run_id=req.run_id, trial_id=ref.trial_id,
             judge_model=req.judge_model, judge_args_json=json.dumps(req.judge_args, sort_keys=True),
@@ -197,6 +212,7 @@ class ReviewActivities:
             blame=review["blame"] if review is not None else None,
             errors_json=json.dumps(review["errors"] if review is not None else []),
             tau2_review_json=review.get("tau2") if review is not None else None,
+            auth_classification_json=json.dumps(auth) if auth is not None else None,
             reason=None if review is not None else reason, calls=len(calls),
             input_tokens=sum(c.input_tokens for c in calls), output_tokens=sum(c.output_tokens for c in calls),
             cost=sum(c.cost for c in calls))
@@ -226,6 +242,7 @@ class Tau2Reviewer:
         self.domain, self.task_id = domain, task_id
         self.trajectory = tau2_review.Trajectory(steps)
         self.request = tau2_review.request_messages(domain, task_id, self.trajectory)
+        self.auth_request = tau2_review.auth_request_messages(self.trajectory)
 
     def read(self, reply: str | None, cost: float | None) -> dict[str, Any]:
         review = tau2_review.read_review(reply, cost, self.domain, self.task_id, self.trajectory)
@@ -234,3 +251,7 @@ class Tau2Reviewer:
 
     def resend(self, reply: str | None, reason: str) -> list[dict]:
         return tau2_review.resend_messages(self.request, reply, reason)
+
+    def classify(self, reply: str | None, cost: float | None) -> dict[str, Any]:
+        """tau2's authentication classification of the trial from the judge's reply."""
+        return tau2_review.read_auth(reply, cost, self.trajectory)

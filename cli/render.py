@@ -309,7 +309,8 @@ def transcript(trial, steps, console: Console, judge=None) -> None:  # noqa: ANN
 
 def review_lines(reviews: list[dict], console: Console) -> None:
     """A trial's LLM reviews (`passhat review`), one block per judge: each error with its
-    step, side, category, severity and quote."""
+    step, side, category, severity and quote, then (tau2 1.0.x's reviewer) the
+    authentication classification."""
     for r in reviews:
         head = (f"[bold]review[/] by {escape(r['judge_model'])} ({escape(r['prompt_version'])}): "
                 + (f"blame {escape(str(r['blame']))}, {len(r['errors'])} error(s)" if r["status"] == "reviewed"
@@ -319,3 +320,7 @@ def review_lines(reviews: list[dict], console: Console) -> None:
         for e in r["errors"]:
             console.print(f"  step {e['step']} {escape(e['side'])} {escape(e['category'])} ({escape(e['severity'])}): "
                           f"\"{escape(e['quote'])}\" {escape(e['explanation'])}", highlight=False)
+        auth = r.get("auth_classification")
+        if auth:  # tau2 1.0.x's reviewer: its authentication classification, or why there is none
+            console.print(f"  authentication: {escape(auth['status'])} "
+                          f"({escape(auth.get('reasoning') or auth.get('reason') or '')})", highlight=False)

@@ -24,13 +24,28 @@ Review whose single "unknown" error holds the parse error), an error whose sourc
 neither "agent" nor "user" (tau2: "unknown"), and an error whose turn_idx names no turn
 of the conversation (its evidence is not in the transcript).
 
-tau2's full mode also classifies authentication with a second call; passhat does not
-make that call (tau2 keeps it in another field, `auth_classification`).
+tau2's full mode also classifies authentication with a second judge call
+(evaluator/auth_classifier.AuthenticationClassifier, over the same conversation; tau2
+keeps it in SimulationRun.auth_classification). passhat makes it the same way, in three
+parts: `auth_request_messages` (tau2's classifier run with generate() stood in for, under
+the same lock), the call (the review activity's, under its own call number), and
+`read_auth` (the classifier run again with generate() answering the recorded reply, so
+tau2's parser builds tau2's AuthenticationClassification, its cost the call's).
+
+A classifier reply tau2 cannot read is not resent; it is recorded as NOT_CLASSIFIABLE
+with the reason, where tau2 would keep "not_needed": tau2's parser answers "not_needed"
+when the reply holds no JSON object, when that object is not JSON, when it has no
+"status" and when its status is not one of tau2's three. That fallback is a guess (the
+judge never said authentication was not needed), so passhat keeps none of those as a
+classification. Everything else tau2's parser reads (JSON fenced or inside prose, a
+missing "reasoning", extra keys) is kept as tau2 reads it. The review itself does not
+depend on the classification: a trial is reviewed whether or not it is classified.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import Any
 
@@ -41,6 +56,9 @@ from passhat.domains.tau2_messages import to_tau2_turns
 # A review's key names the reviewer's version: tau2's prompt is the installed tau2's.
 PROMPT_PREFIX = "tau2-"
 QUOTE_CHARS = 200
+# An authentication classification passhat does not keep as tau2's (read_auth says when).
+NOT_CLASSIFIABLE = "not_classifiable"
+_AUTH_STATUSES = ("succeeded", "failed", "not_needed")
 # A severity tau2's parser read as none (a value not of the source's list): said so, not
 # guessed, and never null (everything that shows an error prints its severity).
 UNRATED = "unrated"
@@ -168,3 +186,66 @@ def blame(review: Any) -> str:
     outcome (the agent's "critical", the user's "critical_hindered")."""
     sides = {e.source for e in review.errors if e.severity in BLAMING.get(e.source, ())}
     return "both" if len(sides) == 2 else (sides.pop() if sides else "none")
+
+
+def _run_classifier(trajectory: Trajectory, generate: Any) -> Any:
+    """tau2's AuthenticationClassifier on the trial, as tau2's review_simulation runs it in
+    full mode (turn-based), with `generate` standing in for tau2's model call."""
+    from tau2.evaluator import auth_classifier as module
+
+    with _capture_lock:
+        real = module.generate
+        module.generate = generate
+        try:
+            return module.AuthenticationClassifier.classify(messages=trajectory.messages)
+        finally:
+            module.generate = real
+
+
+def auth_request_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
+    """The chat messages (OpenAI format) tau2's authentication classifier sends for this trial."""
+    from tau2.utils.llm_utils import to_litellm_messages
+
+    def capture(*, messages: list[Any], **_: Any) -> Any:
+        raise _Answer(to_litellm_messages(messages))
+
+    try:
+        _run_classifier(trajectory, capture)
+    except _Answer as captured:
+        return captured.messages
+    raise RuntimeError("tau2's authentication classifier made no model call")
+
+
+def read_auth(content: str | None, cost: float | None, trajectory: Trajectory) -> dict[str, Any]:
+    """The reply as tau2's classifier reads it: tau2's AuthenticationClassification as a
+    dict (its cost the call's), or {"status": NOT_CLASSIFIABLE, "reason": ...} where tau2's
+    parser would fall back to "not_needed" (the module docstring says why)."""
+    from tau2.data_model.message import AssistantMessage
+
+    def answer(**_: Any) -> Any:
+        return AssistantMessage(role="assistant", content=content or "", cost=cost)
+
+    classification = _run_classifier(trajectory, answer)
+    if classification.status == "not_needed":
+        unread = _unread_status(content or "")
+        if unread is not None:
+            return {"status": NOT_CLASSIFIABLE, "reason": f"tau2's classifier cannot read the answer ({unread})"}
+    return classification.model_dump()
+
+
+def _unread_status(content: str) -> str | None:
+    """Why tau2's parser's "not_needed" for this reply is its fallback rather than the
+    judge's word; None when the judge said "not_needed". The object is found as tau2's
+    parser finds it (the first brace-delimited span without nested braces)."""
+    found = re.search(r"\{[^{}]*\}", content, re.DOTALL)
+    if not found:
+        return "no JSON object"
+    try:
+        data = json.loads(found.group())
+    except ValueError:
+        return "its object is not JSON"
+    if "status" not in data:
+        return "no status"
+    if data["status"] not in _AUTH_STATUSES:
+        return f"status {json.dumps(data['status'])} is not one of {', '.join(_AUTH_STATUSES)}"
+    return None

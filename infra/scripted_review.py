@@ -19,7 +19,8 @@ Asked by tau2 1.0.x's own reviewer (passhat.domains.tau2_review), they read its 
 (the conversation as "[TURN n] **role**:" blocks, the expected actions as a JSON block)
 and answer in its format: the same findings, with tau2's tags (TAU2_TAGS), the agent's
 as "critical", the user's as "critical_hindered"; the misquote names a turn that does
-not exist."""
+not exist. tau2's authentication classifier (its full mode's second call) is answered from
+the agent's lookups of the user in the conversation (tau2_auth_verdict)."""
 
 from __future__ import annotations
 
@@ -84,6 +85,33 @@ def tau2_verdict(request: str) -> dict[str, Any]:
             "summary": f"{len(found['errors'])} error(s)"}
 
 
+def tau2_auth_verdict(request: str) -> dict[str, str]:
+    """tau2 1.0.x's authentication classification of the conversation in `request`, in its
+    format: "succeeded" when a lookup of the user by the agent (a get_/find_ tool naming
+    the user or customer) was answered without error, "failed" when every such lookup
+    erred, "not_needed" when the agent made none."""
+    pending: list[str] = []  # the lookups (or other calls) of the agent's last turn, unanswered
+    answered: dict[str, list[bool]] = {}  # lookup -> whether each answer was an error
+    for turn in _TAU2_TURN.finditer(_section(request, "Conversation")):
+        role, body = turn.group(2), turn.group(3)
+        if role == "assistant":
+            pending = [call.group(1) for call in _TAU2_CALL.finditer(body)]
+        elif role == "user":  # the user's own tool calls are answered next: none of the agent's
+            pending = []
+        elif role.startswith("tool") and pending:
+            name = pending.pop(0)
+            if _LOOKUP.fullmatch(name):
+                answered.setdefault(name, []).append(role != "tool")
+    if not answered:
+        return {"status": "not_needed", "reasoning": "the agent never looked the user up"}
+    succeeded = sorted(name for name, errors in answered.items() if not all(errors))
+    if succeeded:
+        return {"status": "succeeded", "reasoning": f"the agent found the user with {succeeded[0]}"}
+    return {"status": "failed", "reasoning": f"every lookup ({', '.join(sorted(answered))}) failed"}
+
+
+AUTH_ASK = "Classify the user authentication outcome"  # tau2's classifier's system prompt
+_LOOKUP = re.compile(r"(get|find)_\w*(user|customer)\w*")
 # passhat's categories as tau2 1.0.x's reviewer tags them.
 TAU2_TAGS = {"wrong_action": "irrelevant_tool_call", "wrong_arguments": "tool_call_argument_error",
              "premature_end": "premature_termination", "skipped_action": "missed_required_action",
@@ -137,6 +165,9 @@ def review_turn(model: str, messages: list[dict]) -> dict:
         return {"role": "assistant", "content": "I think the agent did fine overall."}
     request = next(str(m.get("content") or "") for m in messages if m.get("role") == "user")
     resent = len([m for m in messages if m.get("role") == "user"]) > 1
+    system = next((str(m.get("content") or "") for m in messages if m.get("role") == "system"), "")
+    if AUTH_ASK in system:  # tau2 1.0.x's full mode: its authentication classifier asks
+        return {"role": "assistant", "content": json.dumps(tau2_auth_verdict(request))}
     if "<Conversation>" in request:  # tau2 1.0.x's reviewer asks
         review = tau2_verdict(request)
         if name == "reviewer-misquote" and not resent:  # evidence from a turn that does not exist

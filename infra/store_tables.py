@@ -235,6 +235,9 @@ class ReviewRow(SQLModel, table=True):
     reason: str | None = Field(default=None, sa_type=Text)  # why not reviewable
     # tau2 1.0.x's reviewer: its Review as tau2 writes it (SimulationRun.review), for exports.
     tau2_review_json: str | None = Field(default=None, sa_type=Text)
+    # tau2 1.0.x's full mode: its AuthenticationClassification (SimulationRun.auth_classification)
+    # as a JSON object, or {"status": "not_classifiable", "reason": ...} (domains/tau2_review).
+    auth_classification_json: str | None = Field(default=None, sa_type=Text)
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0

@@ -70,7 +70,7 @@ def export_run(store, run_id: str, fmt: str, out_dir: str, *, partial: bool = Fa
 
 
 def _tau2_files(config: RunConfig, rows, steps, partial: bool,  # noqa: ANN001
-                kept: dict[str, list], imported: bool, reviews: dict[str, str]) -> tuple[dict[str, str], int]:
+                kept: dict[str, list], imported: bool, reviews: dict[str, dict[str, str]]) -> tuple[dict[str, str], int]:
     for domain in config.domains:
         if domain.startswith(TAU_BENCH_PREFIX):
             raise ResultsError(

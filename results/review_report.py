@@ -11,11 +11,13 @@ Unless one is asked for, the most recent review's key is the one summarised."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from typing import Any
 
 from passhat import metrics
 from passhat.contracts import TRIAL_SCORED, is_success
+from passhat.domains.tau2_review import NOT_CLASSIFIABLE
 from passhat.infra import review_store
 
 BLAMED_ON_USER = "failed trials the review blames on the user simulator"
@@ -27,7 +29,9 @@ def review_json(row) -> dict[str, Any]:  # noqa: ANN001 - a ReviewRow
     return {"judge_model": row.judge_model, "review_key": row.review_key, "prompt_version": row.prompt_version,
             "status": row.status, "blame": row.blame, "errors": row.errors(), "reason": row.reason,
             "calls": row.calls, "tokens": {"input": row.input_tokens, "output": row.output_tokens},
-            "cost": row.cost}
+            "cost": row.cost,
+            # tau2 1.0.x's reviewer only (None otherwise): its authentication classification.
+            "auth_classification": json.loads(row.auth_classification_json) if row.auth_classification_json else None}
 
 
 def trial_reviews_json(store, trial_id: str) -> list[dict[str, Any]]:  # noqa: ANN001 - a Store
@@ -42,11 +46,22 @@ def run_reviews_json(store, run_id: str) -> dict[str, list[dict[str, Any]]]:  # 
     return dict(out)
 
 
-def tau2_reviews(store, run_id: str) -> dict[str, str]:  # noqa: ANN001 - a Store
-    """trial id -> the latest review tau2 1.0.x's own reviewer made of it (tau2's Review
-    as JSON), for the `review` field of tau2 exports; trials without one are left out."""
-    return {row.trial_id: row.tau2_review_json for row in review_store.reviews(store, run_id)
-            if row.tau2_review_json is not None}
+def tau2_reviews(store, run_id: str) -> dict[str, dict[str, str]]:  # noqa: ANN001 - a Store
+    """trial id -> what the latest review by tau2 1.0.x's own reviewer made of it, by the
+    SimulationRun field tau2 writes it in: "review" (tau2's Review as JSON) and
+    "auth_classification" (tau2's AuthenticationClassification as JSON; left out when
+    passhat found it not classifiable: tau2 has no such status). Trials with neither are
+    left out."""
+    out: dict[str, dict[str, str]] = {}
+    for row in review_store.reviews(store, run_id):
+        auth = row.auth_classification_json
+        if auth is not None and json.loads(auth)["status"] == NOT_CLASSIFIABLE:
+            auth = None
+        fields = {name: text for name, text in (("review", row.tau2_review_json), ("auth_classification", auth))
+                  if text is not None}
+        if fields:
+            out[row.trial_id] = fields
+    return out
 
 
 def latest_key(store, run_id: str) -> str | None:  # noqa: ANN001 - a Store

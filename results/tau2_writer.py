@@ -92,13 +92,14 @@ def to_tau2_results(
     records: list[TrialRecord],
     git_commit: str = "unknown",
     kept_tasks: list[Any] | None = None,
-    reviews: dict[str, str] | None = None,
+    reviews: dict[str, dict[str, str]] | None = None,
 ) -> str:
     """One tau2 Results file (JSON text) for one agent model on one domain. Only scored
     trials are written. The text is loaded back with tau2's Results model before it is
-    returned, so what is written is what tau2 reads. `reviews`: trial id -> the review
-    tau2 1.0.x's reviewer made of it (its Review as JSON), written where tau2 writes it
-    (SimulationRun.review)."""
+    returned, so what is written is what tau2 reads. `reviews`: trial id -> what tau2
+    1.0.x's reviewer made of it, by SimulationRun field ("review": its Review as JSON,
+    "auth_classification": its AuthenticationClassification as JSON), written where tau2
+    writes them."""
     quiet_tau2()
     from tau2.data_model.simulation import AgentInfo, Info, Results, UserInfo
     from tau2.run import get_environment_info
@@ -146,17 +147,19 @@ def _task_order(task_ids: list[str], task_id: str) -> int:
         return len(task_ids)
 
 
-def tau2_simulation(record: TrialRecord, review_json: str | None = None) -> Any:
-    """A scored trial as tau2's SimulationRun, with tau2's reviewer's review of it when
-    there is one (only tau2 1.0.x has the field, and only its reviewer writes it)."""
+def tau2_simulation(record: TrialRecord, review: dict[str, str] | None = None) -> Any:
+    """A scored trial as tau2's SimulationRun, with tau2's reviewer's review of it and its
+    authentication classification when there are (JSON by field name; only tau2 1.0.x
+    has the fields, and only its reviewer writes them)."""
     quiet_tau2()
     from tau2.data_model.simulation import SimulationRun
 
     extra: dict[str, Any] = {}
-    if review_json is not None:
-        from tau2.data_model.simulation import Review
+    if review:
+        from tau2.data_model.simulation import AuthenticationClassification, Review
 
-        extra["review"] = Review.model_validate_json(review_json)
+        kinds = {"review": Review, "auth_classification": AuthenticationClassification}
+        extra = {field: kinds[field].model_validate_json(text) for field, text in review.items()}
 
     messages = to_tau2_messages(record.steps)
     started = record.started_at or record.finished_at or _now()

@@ -210,7 +210,7 @@ class ScriptedResponder:
             messages = messages[1:]
         model = str(body.get("model", ""))
         if model.rsplit("/", 1)[-1] in scripted_review.MODELS:  # a review judge (passhat review)
-            return scripted_review.review_turn(model, messages)
+            return scripted_review.review_turn(model, list(body.get("messages") or []))  # its system prompt too
         seed = body.get("seed")
         calls = fixed_length(model)
         if calls is not None:
