@@ -33,7 +33,8 @@ def database_differences(gold: BaseModel | None, actual: BaseModel | None, datab
             out.append({"database": database, "path": "", "gold": _json(gold), "actual": _json(actual)})
         return out
     tables_gold, tables_actual = tables_of(gold), tables_of(actual)
-    if tables_gold is not None and tables_actual is not None and tables_gold.keys() == tables_actual.keys():
+    if (tables_gold is not None and tables_actual is not None and tables_gold.keys() == tables_actual.keys()
+            and all(table.shared is tables_actual[name].shared for name, table in tables_gold.items())):
         for name, table in tables_gold.items():
             other = tables_actual[name]
             # A record added, deleted or changed on either side is that side's own: the

@@ -385,7 +385,11 @@ class Tau2Domain:
         diagnosis = diagnose(gold, info, self.tool_kinds(), steps, reward_info, termination_reason)
         if "DB" in diagnosis["failed_parts"]:
             messages = [m for _, step in steps for m in step]
-            diagnosis["db_differences"] = self.database_differences(task_id, messages)
+            try:
+                diagnosis["db_differences"] = self.database_differences(task_id, messages)
+            except Exception as err:  # noqa: BLE001 - e.g. an imported conversation tau2 cannot replay
+                # The rest of the diagnosis stands; the diff says why it is missing.
+                diagnosis["db_differences_error"] = f"{type(err).__name__}: {str(err)[:300]}"
         return diagnosis
 
     # -- helpers -----------------------------------------------------------------------

@@ -89,3 +89,15 @@ def test_the_user_database_is_compared_too():
     diffs = telecom.database_differences(task_id, _conversation(telecom, task_id, [call]))
     assert diffs and {d["database"] for d in diffs} == {"user"}
     assert any("roaming" in d["path"] for d in diffs), diffs
+
+
+def test_a_conversation_tau2_cannot_replay_keeps_the_rest_of_its_diagnosis():
+    airline = get_domain("airline")
+    call = ToolCall(id="c1", name="cancel_reservation", arguments={"reservation_id": "SDZQKO"})
+    messages = _conversation(airline, "19", [call])
+    messages[2] = messages[2].model_copy(update={"content": "not what the tool answered"})
+    steps = [(n, [m]) for n, m in enumerate(messages)]
+    diagnosis = airline.diagnose("19", steps, {"breakdown": {"DB": 0.0}}, "user_stop")
+    assert diagnosis["db_differences"] == []
+    assert diagnosis["db_differences_error"].startswith("ValueError: Tool call:")
+    assert diagnosis["first_off_path"]["kind"] == "wrong_argument"
