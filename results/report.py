@@ -413,7 +413,6 @@ def _failures(trials: list[Any]) -> Failures:
     )
 
 
-
 def _counts(items) -> dict[str, int]:  # noqa: ANN001 - an iterable of str
     """Most frequent first, then by name: stable output."""
     return dict(sorted(Counter(items).items(), key=lambda kv: (-kv[1], kv[0])))
