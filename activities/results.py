@@ -249,7 +249,12 @@ class ResultActivities:
 
     @activity.defn
     def close_run(self, run_id: str) -> None:
-        self.store.set_run_status(run_id, RUN_COMPLETED)
+        """A curtailed round (RunConfig.curtail) ran the trials its blocks needed, fewer
+        than its config's most: those are what it was to run."""
+        row = self.store.get_run(run_id)
+        curtailed = row is not None and row.run_config().curtail
+        self.store.set_run_status(run_id, RUN_COMPLETED,
+                                  total_trials=len(self.store.trials(run_id)) if curtailed else None)
 
     @activity.defn
     def run_cost(self, run_id: str) -> float:

@@ -275,17 +275,18 @@ class Store:
         with self._session(read_only=True) as s:
             return list(s.exec(select(RunRow).order_by(RunRow.created_at.desc())))
 
-    def set_run_status(self, run_id: str, status: RunStatus) -> None:
+    def set_run_status(self, run_id: str, status: RunStatus, total_trials: int | None = None) -> None:
+        """The run's status; with total_trials, also the trials it was to run (a curtailed
+        round's, once it knows how many it ran)."""
         if status not in RUN_STATUSES:
             raise ValueError(
                 f"run status must be one of {RUN_STATUSES}, not {status!r}"
             )
+        values = {"status": status, "updated_at": utc_now()}
+        if total_trials is not None:
+            values["total_trials"] = total_trials
         with self._session() as s:
-            result = s.exec(
-                update(RunRow)
-                .where(RunRow.run_id == run_id)
-                .values(status=status, updated_at=utc_now())
-            )
+            result = s.exec(update(RunRow).where(RunRow.run_id == run_id).values(**values))
             if result.rowcount == 0:
                 raise NotFoundError(f"no run {run_id!r} in the results store")
 

@@ -313,6 +313,10 @@ class RunConfig(TrialSettings):
     trials: int = 1
     # tau2's --seed: trial t of every task sends the provider trial_seeds(seed, k)[t].
     seed: int = DEFAULT_SEED
+    # A gate's round on pass^k, k > 1 (passhat.curtailment): the k of each criterion. A
+    # task's trials then run one after another and stop once every criterion's blocks of
+    # the round are decided; `trials` is the most it may run. Empty: all trials run.
+    curtail: list[int] = Field(default_factory=list)
     concurrency: int = 8
     # Per agent model, the litellm args of its calls when the models have their own (a
     # sweep config gives each model its args); a model not named here uses agent_args.
@@ -349,7 +353,7 @@ class RunConfig(TrialSettings):
         timeout count only when a run has them, so a run stored before they existed keeps
         its fingerprint."""
         exclude = {"concurrency", "retry", "provider_limits", "max_cost", "expected_calls"}
-        for name in ("agent_model_args", "agent", "agent_prompt", "plugins", "timeout", "rejudge"):
+        for name in ("agent_model_args", "agent", "agent_prompt", "plugins", "timeout", "rejudge", "curtail"):
             if not getattr(self, name):  # absent from runs stored before it existed
                 exclude.add(name)
         for recorded_later in (*RECORDED_LATER, "domain_digests"):
@@ -359,6 +363,12 @@ class RunConfig(TrialSettings):
             exclude.add("judge_args")
         body = self.model_dump(mode="json", exclude=exclude)
         return stable_hash(json.dumps(body, sort_keys=True))
+
+    def trials_label(self) -> str:
+        """A task's trials, in words: a curtailed round's stop early."""
+        if self.curtail:
+            return f"up to {max(self.curtail)} evaluable trials, a block ending at its first failure"
+        return f"{self.trials} trials"
 
     def agent_args_for(self, model: str) -> dict[str, Any]:
         """The litellm args of one agent model's calls."""

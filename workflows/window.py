@@ -15,11 +15,15 @@ sees its last trial end. This is Temporal's sliding-window pattern for large fan
     started a trial also awaits its result, which covers a trial that ended without
     signalling (terminated, failed before it could); the first of the two counts;
   * pending children stay at most the window, far below Temporal's limit per workflow.
+
+A gate's curtailed round (RunConfig.curtail, passhat.curtailment) runs each task's trials
+one after another, and passes the rest of a task's trials once its blocks are decided.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Optional
 
 from pydantic import BaseModel
 from temporalio import workflow
@@ -27,9 +31,9 @@ from temporalio.exceptions import ActivityError, ChildWorkflowError, is_cancelle
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from passhat import metrics
+    from passhat import curtailment, metrics
     from passhat.activities.results import ResultActivities
-    from passhat.contracts import RunConfig, TaskUnit, TrialSpec
+    from passhat.contracts import RunConfig, TaskUnit, TrialSpec, is_success
     from passhat.workflows.activity_options import bookkeeping
     from passhat.workflows.task import trial_search_attributes
     from passhat.workflows.trial import REPORT_TO_MEMO, TrialEnded, TrialWorkflow
@@ -46,6 +50,9 @@ class Tally(BaseModel):
 
     ended: int = 0
     rewards: list[float] = []  # of its evaluable trials
+    # A curtailed run's (RunConfig.curtail): each trial's success, None when not
+    # evaluable, in the order they ran (one after another).
+    outcomes: list[Optional[bool]] = []
 
 
 class WindowState(BaseModel):
@@ -67,6 +74,11 @@ class TrialWindow:
             (u, unit.trial(i)) for u, unit in enumerate(self.units) for i in range(unit.trials)
         ]
         self.index = {spec.trial_id: n for n, (_, spec) in enumerate(self.specs)}
+        # Where each task's trials begin in self.specs (a task's trials are consecutive).
+        self.first = [0]
+        for unit in self.units:
+            self.first.append(self.first[-1] + unit.trials)
+        self.curtail = list(config.curtail)
         self.state = state
         self.ahead = set(state.ahead)
         self.slots = slots
@@ -99,9 +111,17 @@ class TrialWindow:
         if len(self.running) >= self.window:
             return None
         for n in range(self.state.cursor, len(self.specs)):
-            if n not in self.ahead and self.slots.fits(self._needs(self.specs[n][1].trial_id)):
+            if (n not in self.ahead and (not self.curtail or self._turn(n))
+                    and self.slots.fits(self._needs(self.specs[n][1].trial_id))):
                 return n
         return None
+
+    def _turn(self, n: int) -> bool:
+        """A curtailed run (passhat.curtailment): a task's trial starts once every trial
+        before it has ended; a task whose blocks are decided is closed in take_reports."""
+        u, spec = self.specs[n]
+        tally = self.state.tallies.get(u)
+        return spec.trial_index == (tally.ended if tally else 0)
 
     def _needs(self, trial_id: str) -> dict[str, int]:
         return self.needs[self.specs[self.index[trial_id]][0]]
@@ -110,9 +130,7 @@ class TrialWindow:
     def start(self, n: int) -> None:
         spec = self.specs[n][1]
         self.ahead.add(n)
-        while self.state.cursor in self.ahead:
-            self.ahead.discard(self.state.cursor)
-            self.state.cursor += 1
+        self._advance()
         self.slots.take(spec.trial_id, self._needs(spec.trial_id))
         self.running[spec.trial_id] = asyncio.create_task(self._trial(spec))
         self.started_here += 1
@@ -151,11 +169,27 @@ class TrialWindow:
             tally = self.state.tallies.setdefault(u, Tally())
             tally.ended += 1
             o = report.outcome
-            if o is not None and o.evaluable and o.reward is not None:
+            evaluable = o is not None and o.evaluable and o.reward is not None
+            if evaluable:
                 tally.rewards.append(o.reward)
-            if tally.ended == self.units[u].trials:
+            if self.curtail:
+                tally.outcomes.append(is_success(o.reward) if evaluable else None)
+            if tally.ended == self.units[u].trials or (
+                    self.curtail and not curtailment.wanted(tally.outcomes, self.curtail, max(self.curtail))):
+                self._skip_rest(u, tally.ended)
                 del self.state.tallies[u]
                 self.recording.append(asyncio.create_task(self._record(self.units[u], tally)))
+
+    def _skip_rest(self, u: int, ended: int) -> None:
+        """A task's trials past `ended` will not run: the cursor passes them."""
+        self.ahead.update(range(self.first[u] + ended, self.first[u + 1]))
+        self._advance()
+
+    def _advance(self) -> None:
+        """Move the cursor past the trials started (or passed) ahead of it."""
+        while self.state.cursor in self.ahead:
+            self.ahead.discard(self.state.cursor)
+            self.state.cursor += 1
 
     async def _record(self, unit: TaskUnit, tally: Tally) -> None:
         outcome = metrics.task_outcome(unit, tally.rewards, trials=tally.ended)
