@@ -61,17 +61,24 @@ class Suite:
         self.evidence = gate.new_evidence(criterion.k, gates, len(ps), gate._bar(criterion), baseline,
                                           criterion.per_trial)
 
-    def run(self, live: np.ndarray, ran: np.ndarray, outcomes: np.ndarray) -> None:
+    def run(self, live: np.ndarray, ran: np.ndarray, outcomes: np.ndarray, curtailed: bool = False) -> np.ndarray:
         """A round's trials (live gates, tasks, size) for the tasks where `ran`, cut into
         units (gate.unit_trials: blocks of k, or single trials) within the
         round, each bet as the evidence plans from the units before it (as gate.replay
-        does); trials past the round's last whole unit are not used."""
+        does); trials past the round's last whole unit are not used. Curtailed rounds are
+        cut as passhat.curtailment cuts them. Returns the trials the cut used per task."""
         size = outcomes.shape[2]
-        used = size // self.unit * self.unit
+        if curtailed:
+            blocks, used = curtailed_cut(outcomes, self.unit, size // self.unit)
+        else:
+            whole = size // self.unit * self.unit
+            used = np.full(ran.shape, whole)
+            blocks = outcomes[..., :whole].reshape(*ran.shape, size // self.unit, self.unit).all(axis=3)
         evidence = self.evidence.rows(live)
-        for block in outcomes[..., :used].reshape(*ran.shape, size // self.unit, self.unit).transpose(2, 0, 1, 3):
-            evidence.add(block.all(axis=2), ran, evidence.plan())
+        for block in blocks.transpose(2, 0, 1):
+            evidence.add(block, ran, evidence.plan())
         self._put(live, evidence)
+        return used
 
     def _put(self, live: np.ndarray, part: Evidence) -> None:
         ev = self.evidence
@@ -82,6 +89,20 @@ class Suite:
                 whole.eta, whole.y = np.concatenate([whole.eta, grow], 2), np.concatenate([whole.y, grow], 2)
             whole.eta[live, :, :w.eta.shape[2]], whole.y[live, :, :w.eta.shape[2]] = w.eta, w.y
             whole.filled[live] = w.filled
+
+
+def curtailed_cut(trials: np.ndarray, k: int, blocks: int) -> tuple[np.ndarray, np.ndarray]:
+    """passhat.curtailment.cut on arrays (..., size) of trials (all evaluable): the
+    outcomes of the first `blocks` blocks, each ending at its first failure or after k
+    successes, (..., blocks), and the trials they used, (...)."""
+    pos = np.zeros(trials.shape[:-1], int)
+    out = []
+    for _ in range(blocks):
+        seg = np.take_along_axis(trials, pos[..., None] + np.arange(k), axis=-1)
+        failed = ~seg
+        out.append(~failed.any(axis=-1))
+        pos = pos + np.where(failed.any(axis=-1), failed.argmax(axis=-1) + 1, k)
+    return np.stack(out, axis=-1), pos
 
 
 def fixed_baseline(rng: np.random.Generator, gates: int, ps: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -112,8 +133,9 @@ def adaptive(rng, ps, criteria, baseline, gates, max_trials, history=None):  # n
     known or every open criterion is futile. `history` (a list) receives each round's
     (live gates, tasks run, trials)."""
     suites = [Suite(gates, ps, c, baseline) for c in criteria]
-    size = gate.round_trials(criteria)
-    trials = np.zeros((gates, len(ps)), int)
+    size, curtailed = gate.round_trials(criteria), bool(gate.curtailed(criteria))
+    trials = np.zeros((gates, len(ps)), int)  # what the budget counts: a round's size, curtailed or not
+    spent = np.zeros((gates, len(ps)), int)  # the conversations that ran
     verdict = np.zeros(gates, int)
     live = np.arange(gates)
     while len(live):
@@ -129,27 +151,28 @@ def adaptive(rng, ps, criteria, baseline, gates, max_trials, history=None):  # n
         live, chosen = live[running], chosen[running]
         drawn = (rng.random((*chosen.shape, size)) < ps[None, :, None]) & chosen[..., None]
         trials[live] += chosen * size
-        for s in suites:
-            s.run(live, chosen, drawn)
+        used = np.max([s.run(live, chosen, drawn, curtailed) for s in suites], axis=0)
+        spent[live] += chosen * used
         if history is not None and len(live):
             history.append((live, chosen, drawn))
-    return verdict, trials.sum(axis=1)
+    return verdict, spent.sum(axis=1)
 
 
 def fixed(rng, ps, criteria, baseline, gates, per_task):  # noqa: ANN001, ANN201
     """The fixed design (per_task trials on every task, in rounds as the gate's, decided
-    once by the same test): each gate's verdict."""
+    once by the same test): each gate's verdict, and the conversations the same design
+    would run were its blocks curtailed as the gate's are (the full count where they are not)."""
     suites = [Suite(gates, ps, c, baseline) for c in criteria]
-    size = gate.round_trials(criteria)
+    size, curtailed = gate.round_trials(criteria), bool(gate.curtailed(criteria))
     everything, ran = np.arange(gates), np.ones((gates, len(ps)), bool)
+    spent = np.zeros(gates, int)
     for _ in range(per_task // size):
         drawn = rng.random((gates, len(ps), size)) < ps[None, :, None]
-        for s in suites:
-            s.run(everything, ran, drawn)
+        spent += np.max([s.run(everything, ran, drawn, curtailed) for s in suites], axis=0).sum(axis=1)
     decisions = [gate.decide(c, s.evidence) for c, s in zip(criteria, suites)]
     passed = np.all([d.passed for d in decisions], axis=0)
     failed = np.any([d.failed for d in decisions], axis=0)
-    return np.where(failed, 2, np.where(passed, 1, 0))
+    return np.where(failed, 2, np.where(passed, 1, 0)), spent
 
 
 E2E_TASKS = 20  # airline tasks 0..19: scripted/oracle solves every airline task
@@ -319,8 +342,8 @@ def main() -> None:
     print(f"{args.gates} gates per case; alpha = {alpha:.2f}; Monte Carlo margin +-{mc:.3f}; "
           f"the classic cases on {TASKS} leaderboard-like tasks, the rest as named")
     print("| case | wrong verdict | PASS | FAIL | INC | conversations | fewer than fixed | fixed: wrong | "
-          "fixed: PASS | fixed: FAIL | fixed: conversations |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "fixed: PASS | fixed: FAIL | fixed: conversations | fixed, curtailed: conversations |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     names = {1: "PASS", 2: "FAIL"}
     for case in cases(rng, args.k, args.margin, max_trials):
         if case.group not in groups:
@@ -340,7 +363,7 @@ def main() -> None:
                      history)
             baseline = fixed_base = gate_baseline(history, args.gates, len(case.ps))
         verdict, spent = adaptive(rng, case.ps, case.criteria, baseline, args.gates, case.max_trials)
-        fixed_verdict = fixed(rng, case.ps, case.criteria, fixed_base, args.gates, case.max_trials)
+        fixed_verdict, fixed_curtailed = fixed(rng, case.ps, case.criteria, fixed_base, args.gates, case.max_trials)
         fixed_convs = case.max_trials * len(case.ps)
 
         def rate(v, code):  # noqa: ANN001, ANN202
@@ -349,12 +372,14 @@ def main() -> None:
         print(f"| {case.name} | false {names[case.wrong]} {rate(verdict, case.wrong):.3f} | {rate(verdict, 1):.3f} | "
               f"{rate(verdict, 2):.3f} | {rate(verdict, 0):.3f} | {spent.mean():.0f} | "
               f"{1 - spent.mean() / fixed_convs:.0%} | {rate(fixed_verdict, case.wrong):.3f} | "
-              f"{rate(fixed_verdict, 1):.3f} | {rate(fixed_verdict, 2):.3f} | {fixed_convs} |  ({time.monotonic() - started:.0f}s)",
+              f"{rate(fixed_verdict, 1):.3f} | {rate(fixed_verdict, 2):.3f} | {fixed_convs} | "
+              f"{fixed_curtailed.mean():.0f} |  ({time.monotonic() - started:.0f}s)",
               flush=True)
     print(f"wrong verdict: the rate of the error the case allows (false FAIL where every criterion holds, false "
           f"PASS where one is violated); it must be at most {alpha:.2f} + {mc:.3f}. PASS/FAIL/INC: the adaptive "
           "gate's verdicts (power: PASS where it holds by a margin, FAIL where violated); conversations: mean per "
-          "gate; fixed: every task its max trials, decided once by the same test.")
+          "gate; fixed: every task its max trials, decided once by the same test; fixed, curtailed: the same "
+          "design with its pass^k blocks stopped at their first failure, as the gate's (passhat.curtailment).")
     if args.end_to_end:
         end_to_end(args.end_to_end, args.gates, rng)
 

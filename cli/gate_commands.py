@@ -112,7 +112,12 @@ def _baseline_outcomes(store, run_id: str) -> "tuple[dict[str, list] | list[dict
     if len(models) > 1:
         raise UserInputError(f"--baseline {run_id} has several agent models ({', '.join(sorted(models))}); "
                              "give a run of one")
-    seeds = {store.get_run(r).run_config().seed for r in runs}
+    configs = [store.get_run(r).run_config() for r in runs]
+    if any(c.curtail for c in configs):
+        raise UserInputError(f"--baseline {run_id} is a gate on pass^k whose rounds stopped each block at its first "
+                             "failure (passhat.curtailment): its trials cannot be cut into another criterion's "
+                             "blocks; give a run (`passhat run`) as the baseline")
+    seeds = {c.seed for c in configs}
     return (outcomes(store, runs) if runs == [run_id] else [outcomes(store, [r]) for r in runs]), seeds
 
 

@@ -68,7 +68,7 @@ async def follow_rounds(handle, store, request, output: str) -> dict:  # noqa: A
                     continue
                 tasks = sum(len(ids) for ids in row.run_config().task_ids.values())
                 progress.console.print(f"{what} {run_id}: round {rid.rsplit('-r', 1)[1]} ({rid}): {tasks} task(s) "
-                                       f"x {row.run_config().trials} trials", highlight=False, markup=False)
+                                       f"x {row.run_config().trials_label()}", highlight=False, markup=False)
                 bars[rid] = progress.add_task(f"round {rid}", total=row.total_trials)
             p = store.run_progress(rid)
             progress.update(bars[rid], completed=p.done, total=p.total)

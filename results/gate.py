@@ -43,6 +43,7 @@ from typing import Callable, Literal, Mapping, NamedTuple, Sequence, Union
 
 import numpy as np
 
+from passhat import curtailment
 from passhat.metrics import pass_hat
 from passhat.results.gate_evidence import Evidence, shrunk_rates
 from passhat.results.gate_trials import TrialEvidence
@@ -153,16 +154,21 @@ def blocks(outcomes: Outcomes, k: int) -> list[int]:
     return [success for _, _, success in _timed_blocks([list(outcomes)], k)]
 
 
-def _timed_blocks(rounds: Sequence[Outcomes], k: int) -> list[tuple[tuple[int, int], tuple[int, int], int]]:
+def _timed_blocks(rounds: Sequence[Outcomes], k: int,
+                  curtail_size: int | None = None) -> list[tuple[tuple[int, int], tuple[int, int], int]]:
     """`blocks` of a task's rounds of trials, each as (where its first trial ran, where its
     last ran, success); a trial's place is (round, its index in the round). Blocks are cut
     within each round, never across two: a round's size is fixed before it runs, so
     whether a block completes never depends on its own first trials (a pass^3 block
     spanning two rounds of 4 would complete more often after early successes, through the
     other criteria's choice of tasks). A round's trials past its last whole block are not
-    used by this k."""
+    used by this k. Curtailed rounds (curtail_size: their size) are cut as they ran:
+    size // k blocks each, a block ending at its first failure (passhat.curtailment)."""
     out = []
     for r, outcomes in enumerate(rounds):
+        if curtail_size:
+            out += [((r, first), (r, last), won) for first, last, won in curtailment.cut(outcomes, k, curtail_size // k)]
+            continue
         for start in range(0, len(outcomes) - k + 1, k):
             block = outcomes[start:start + k]
             if all(o is not None for o in block):
@@ -205,21 +211,22 @@ def merged(data: Rounds) -> dict[str, list]:
 def replay(k: int, bar: float, rounds: Rounds, tasks: Sequence[str],
            baseline: Rounds | None = None,
            aim: "Callable[[Evidence], tuple[np.ndarray, np.ndarray]] | None" = None,
-           per_trial: bool = False) -> Evidence:
+           per_trial: bool = False, curtail_size: int | None = None) -> Evidence:
     """The evidence about "mean pass^k >= bar" on one gate, rebuilt as the gate saw it. The
     trials are taken in order of (round, index in the round): a fixed order, so each block
     can be bet with tilts planned (aimed at the bar, or where `aim` says from the evidence
     so far) from the blocks finished before its first trial. Rounds of one block a task
     replay exactly as they ran; a round of several blocks a task (or one look at a whole
     fixed run) is bet block by block, as a sequence of rounds. With per_trial the units
-    are single trials (new_evidence), each bet with tilts planned from the trials before it."""
+    are single trials (new_evidence), each bet with tilts planned from the trials before it.
+    curtail_size: the rounds were curtailed, each of that size (_timed_blocks)."""
     rounds, n, size = _as_rounds(rounds), len(tasks), unit_trials(k, per_trial)
     base = None if baseline is None else baseline_blocks(baseline, tasks, size)
     evidence = new_evidence(k, 1, n, bar, base, per_trial)
     starting: dict[tuple[int, int], list] = {}
     ending: dict[tuple[int, int], list] = {}
     for i, t in enumerate(tasks):
-        for start, end, success in _timed_blocks([r.get(t, []) for r in rounds], size):
+        for start, end, success in _timed_blocks([r.get(t, []) for r in rounds], size, curtail_size):
             starting.setdefault(start, []).append(i)
             ending.setdefault(end, []).append((i, start, success))
     plans = {}
@@ -290,6 +297,15 @@ class CriterionResult:
 def task_estimate(outcomes: Outcomes, k: int) -> float | None:
     scored = [o for o in outcomes if o is not None]
     return pass_hat(sum(scored), len(scored), k) if len(scored) >= k else None
+
+
+def curtailed(criteria: Sequence[Criterion]) -> list[int]:
+    """The block sizes a gate's rounds are curtailed to (passhat.curtailment), or none:
+    only when every criterion bets on blocks of more than one trial. A trial bet on by
+    itself (pass^1, or per-trial bets) is needed whatever the others show, so curtailing
+    would save nothing."""
+    sizes = [unit_trials(c.k, c.per_trial) for c in criteria]
+    return sizes if sizes and min(sizes) > 1 else []
 
 
 def _bar(criterion: Criterion) -> float:
@@ -402,13 +418,16 @@ def estimate_of(evidence: Evidence) -> np.ndarray:
 
 
 def evaluate(criterion: Criterion, candidate: Rounds, baseline: "Rounds | None" = None, *,
-             max_trials: int | None = None, interval: bool = True, round_size: int | None = None
-             ) -> CriterionResult:
+             max_trials: int | None = None, interval: bool = True, round_size: int | None = None,
+             curtail: Sequence[int] = ()) -> CriterionResult:
     """The criterion's verdict on the trials so far (task id -> outcomes in the order
     they ran, per round), with its plug-in estimate and its confidence interval (one-sided
     bounds at 1 - confidence each, so 2 * confidence - 1 two-sided; interval=False skips
     the bisection). A regression's baseline is a run's outcomes or a gate's rounds. With max_trials (the
-    budget per task) it also says whether the criterion is futile."""
+    budget per task) it also says whether the criterion is futile. With curtail (the
+    gate's curtailed, when its rounds were) the candidate's rounds are cut as they ran, and
+    a task's estimate is the share of its blocks that succeeded: C(c, k) / C(n, k) would
+    count a block that stopped at its first failure as one trial."""
     k, alpha = criterion.k, criterion.alpha
     threshold = math.log(1 / alpha)
     data = merged(candidate)
@@ -419,7 +438,9 @@ def evaluate(criterion: Criterion, candidate: Rounds, baseline: "Rounds | None" 
         tasks = sorted(set(data) & set(base_data))
     else:
         tasks, baseline, base_data = sorted(data), None, None
-    evidence = replay(k, _bar(criterion), candidate, tasks, baseline, per_trial=criterion.per_trial)
+    curtail_size = max(curtail) if curtail else None
+    evidence = replay(k, _bar(criterion), candidate, tasks, baseline, per_trial=criterion.per_trial,
+                      curtail_size=curtail_size)
 
     def rejected(test: int, x: float) -> bool:
         return bool(evidence.evidence(test, x)[0][0] >= threshold)
@@ -429,12 +450,14 @@ def evaluate(criterion: Criterion, candidate: Rounds, baseline: "Rounds | None" 
     coverage = evaluable / trials if trials else 0.0
     verdict, idle_tasks, futile = INCONCLUSIVE, set(), False
     if tasks and coverage >= MIN_COVERAGE:
-        size = round_size or k  # units are cut within rounds of `size` trials
+        size = curtail_size or round_size or k  # units are cut within rounds of `size` trials
         max_blocks = (max_trials // size) * (size // unit_trials(k, criterion.per_trial)) if max_trials else None
         passed, failed, idle, futile_ = decide(criterion, evidence, max_blocks)
         verdict = PASS if passed[0] else FAIL if failed[0] else INCONCLUSIVE
         idle_tasks, futile = {t for t, i in zip(tasks, idle[0]) if i}, bool(futile_[0])
-    lines = [_task_line(criterion, t, data.get(t, []), base_data) for t in tasks]
+    rounds = _as_rounds(candidate)
+    lines = [_task_line(criterion, t, data.get(t, []), base_data,
+                        [r.get(t, []) for r in rounds] if curtail_size else None, curtail_size) for t in tasks]
     estimates = [line.estimate - (line.baseline or 0.0) for line in lines
                  if line.estimate is not None and (criterion.kind == "absolute" or line.baseline is not None)]
     low, high = math.nan, math.nan
@@ -451,9 +474,13 @@ def evaluate(criterion: Criterion, candidate: Rounds, baseline: "Rounds | None" 
     )
 
 
-def _task_line(criterion: Criterion, task_id: str, outcomes: Outcomes,
-               baseline: dict[str, Outcomes] | None) -> TaskLine:
-    est = task_estimate(outcomes, criterion.k)
+def _task_line(criterion: Criterion, task_id: str, outcomes: Outcomes, baseline: dict[str, Outcomes] | None,
+               rounds: Sequence[Outcomes] | None = None, curtail_size: int | None = None) -> TaskLine:
+    if rounds is not None:  # curtailed: the share of its blocks that succeeded
+        won = [success for _, _, success in _timed_blocks(rounds, criterion.k, curtail_size)]
+        est = sum(won) / len(won) if won else None
+    else:
+        est = task_estimate(outcomes, criterion.k)
     base = task_estimate(baseline.get(task_id, []), criterion.k) if baseline is not None else None
     if criterion.kind == "absolute":
         passed = None if est is None else est >= criterion.threshold
@@ -517,12 +544,15 @@ def open_tasks(criteria: Sequence[Criterion], candidate: Rounds, max_trials: int
     """The tasks the next round runs (open_mask), by id: idle only when idle for every
     criterion of `results` (the evaluation of the trials so far of the criteria still open);
     every task below max_trials when all are idle but some open criterion is not futile."""
-    data = merged(candidate)
+    data, size = merged(candidate), round_trials(criteria)
     ids = sorted(data)
     idle = np.array([bool(results) and all(t in r.idle for r in results) for t in ids], bool)
     stopped = np.array([not results or all(r.futile for r in results)])
-    mask = open_mask(np.array([len(data[t]) for t in ids], int)[None], round_trials(criteria), max_trials,
-                     idle[None], stopped)[0]
+    if curtailed(criteria):  # a curtailed round counts as its size, however early it stopped
+        spent = [size * sum(bool(r.get(t)) for r in _as_rounds(candidate)) for t in ids]
+    else:
+        spent = [len(data[t]) for t in ids]
+    mask = open_mask(np.array(spent, int)[None], size, max_trials, idle[None], stopped)[0]
     return [t for t, chosen in zip(ids, mask) if chosen]
 
 
@@ -531,8 +561,8 @@ def next_round(criteria: Sequence[Criterion], candidate: Rounds, baseline: Round
     """The tasks the gate's next round runs, from the rounds so far, and, when it runs
     none while a criterion is still open, why it stopped (for the summary)."""
     size = round_trials(criteria)
-    results = [evaluate(c, candidate, baseline, max_trials=max_trials, interval=False, round_size=size)
-               for c in criteria]
+    results = [evaluate(c, candidate, baseline, max_trials=max_trials, interval=False, round_size=size,
+                        curtail=curtailed(criteria)) for c in criteria]
     open_ = [r for r in results if not r.decided]
     if any(r.verdict == FAIL for r in results):  # the gate's verdict is FAIL whatever the rest says
         return [], None

@@ -17,14 +17,17 @@ def _num(x: float | None) -> float | None:
 
 
 def gate_record(gate_id: str, results: Sequence[CriterionResult], *, rounds: list[str],
-                conversations: int, tasks: int, cost_usd: float, stopped: str | None = None) -> dict[str, Any]:
+                conversations: int, tasks: int, cost_usd: float, stopped: str | None = None,
+                curtailed: bool = False) -> dict[str, Any]:
     """The gate's outcome: verdict, each criterion with its estimate, interval and
-    tasks, the trials spent against the fixed design, cost, and the round runs."""
+    tasks, the trials spent against the fixed design, cost, and the round runs.
+    curtailed: its rounds stopped each block at its first failure (passhat.curtailment)."""
     return {
         "gate": gate_id,
         "verdict": overall(results),
         "stopped": stopped,
         "rounds": rounds,
+        "curtailed": curtailed,
         "conversations": conversations,
         "fixed_design_conversations": FIXED_K * tasks,
         "cost_usd": round(cost_usd, 6),
@@ -88,10 +91,15 @@ def markdown(record: dict[str, Any]) -> str:
     lines.append("Intervals: anytime-valid confidence sequence for the mean over these tasks of p^k "
                  "(see docs/gate.md): each bound is one-sided at the criterion's confidence, the bound "
                  "its verdict is read from, so the two together cover it with 1 - 2(1 - confidence). "
-                 "Plug-in estimate: the mean over tasks of tau2's C(c, k) / C(n, k); the gate chose each "
-                 "task's trials from the outcomes, so it is not unbiased (it ran 0.02-0.03 high in "
-                 "simulation). Not-evaluable trials are left out, which assumes they are missing at random "
-                 "(a failure no likelier to end not evaluable than a success).")
+                 + ("Blocks of k stopped at their first failure (curtailed, see docs/gate.md): the plug-in "
+                    "estimate is the mean over tasks of the share of a task's blocks that succeeded; the gate "
+                    "chose each task's blocks from the outcomes, so it is not unbiased. A not-evaluable trial "
+                    "was replaced by the next one, which assumes it is missing at random (a failure no likelier "
+                    "to end not evaluable than a success)." if record.get("curtailed") else
+                    "Plug-in estimate: the mean over tasks of tau2's C(c, k) / C(n, k); the gate chose each "
+                    "task's trials from the outcomes, so it is not unbiased (it ran 0.02-0.03 high in "
+                    "simulation). Not-evaluable trials are left out, which assumes they are missing at random "
+                    "(a failure no likelier to end not evaluable than a success)."))
     return "\n".join(lines) + "\n"
 
 

@@ -14,6 +14,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel
 from temporalio import activity
 
+from passhat import curtailment
 from passhat.results import gate
 from passhat.results import precision
 
@@ -40,10 +41,16 @@ class Measure(BaseModel):
         return precision.Target(**(self.target or {}))
 
     def round_trials(self) -> int:
-        """Trials each chosen task gets in a round."""
+        """Trials each chosen task gets in a round (a curtailed round: at most)."""
         if self.kind == "gate":
-            return gate.round_trials(self.gate_criteria())
+            size = gate.round_trials(self.gate_criteria())
+            return size + curtailment.spare(size) if self.curtail() else size
         return self.precision_target().k
+
+    def curtail(self) -> list[int]:
+        """RunConfig.curtail of the rounds: a gate's block sizes when its rounds are
+        curtailed (gate.curtailed)."""
+        return gate.curtailed(self.gate_criteria()) if self.kind == "gate" else []
 
 
 class ChoiceRequest(BaseModel):
@@ -86,10 +93,11 @@ def measure_record(req: RecordRequest) -> dict[str, Any]:
 
     m = req.measure
     if m.kind == "gate":
-        results = [gate.evaluate(c, req.outcomes, m.baseline, max_trials=m.max_trials) for c in m.gate_criteria()]
+        results = [gate.evaluate(c, req.outcomes, m.baseline, max_trials=m.max_trials, curtail=m.curtail())
+                   for c in m.gate_criteria()]
         record = gate_record(req.run_id, results, rounds=req.rounds, stopped=req.stopped, tasks=req.tasks,
                              conversations=sum(len(v) for v in gate.merged(req.outcomes).values()),
-                             cost_usd=req.cost_usd)
+                             cost_usd=req.cost_usd, curtailed=bool(m.curtail()))
     else:
         record = precision.record(req.run_id, precision.measure(m.precision_target(), req.outcomes),
                                   rounds=req.rounds, fixed_trials=req.fixed_trials, cost_usd=req.cost_usd,

@@ -8,7 +8,9 @@ new draws. Which tasks a round runs follows only from the rounds recorded before
 the rounds are the same whichever execution builds them: a round found complete in the
 store is read back, an interrupted one is resumed (its scored trials kept), and nothing
 finished runs twice. A round whose trials were left not evaluable runs them once more,
-then they are left out.
+then they are left out. A gate on pass^k with k > 1 curtails its rounds
+(passhat.curtailment): a task's trials run one after another until its blocks of the
+round are decided, not-evaluable ones replaced as they come.
 
 The rounds are orchestration: here they survive a killed command (the workers that serve
 them are forked once, before anything else), show in the Temporal UI under the
@@ -65,6 +67,7 @@ class RoundsRequest(BaseModel):
         per_domain = {d: [t for t in base.task_ids[d] if f"{d}/{t}" in chosen] for d in base.domains}
         return base.model_copy(update={
             "run_id": round_id(base.run_id, r), "trials": self.measure.round_trials(),
+            "curtail": self.measure.curtail(),
             "seed": base.seed + self.seed_offset + r,
             "domains": [d for d in base.domains if per_domain[d]],
             "task_ids": {d: ids for d, ids in per_domain.items() if ids},
@@ -139,9 +142,10 @@ class RoundsWorkflow:
                 RunWorkflow.run, RunRequest(config=config), id=config.run_id,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 static_summary=f"round {config.run_id}: {sum(len(t) for t in config.task_ids.values())} "
-                               f"task(s) x {config.trials} trials",
+                               f"task(s) x {config.trials_label()}",
             )
             state = await workflow.execute_activity_method(ResultActivities.round_state, config.run_id, **opts)
-            if not state.not_evaluable or state.status == RUN_BUDGET_EXHAUSTED:
+            # A curtailed round has replaced its not-evaluable trials as it ran.
+            if not state.not_evaluable or state.status == RUN_BUDGET_EXHAUSTED or config.curtail:
                 break
         return state

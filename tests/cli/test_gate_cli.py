@@ -207,3 +207,53 @@ async def test_cancel_stops_a_gate_in_its_round(env):
     assert {t.status for t in store.trials("g-stop-r0")} == {"cancelled"}
     assert store.get_run("g-stop-r1") is None
     store.close()
+
+
+def test_a_pass4_gate_stops_each_block_at_its_first_failure(env):
+    """A gate on pass^4 curtails its rounds (passhat.curtailment): a model that always fails
+    runs one trial a task a round, not four; one that never fails runs all four. Such a
+    gate cannot be a regression's baseline: its trials are not another k's blocks."""
+    bad = gate(env, "-m", "scripted/noisy-0", "--require", "pass^4 >= 0.5", "--max-trials", "8",
+               "--run-id", "g-curtail", "-o", "json")
+    assert bad.returncode in (1, 3), bad.stderr
+    record = json.loads(bad.stdout)
+    assert record["conversations"] == len(TASKS) * len(record["rounds"]), record
+    assert record["fixed_design_conversations"] == 8 * len(TASKS)
+
+    good = gate(env, "-m", "scripted/oracle", "--require", "pass^4 >= 0.5", "--max-trials", "8",
+                "--run-id", "g-whole", "-o", "json")
+    record = json.loads(good.stdout)
+    assert record["conversations"] == 4 * len(TASKS) * len(record["rounds"]), record
+
+    refused = gate(env, "-m", "scripted/oracle", "--baseline", "g-curtail", "--max-drop", "0.1",
+                   "--run-id", "g-on-curtailed")
+    assert refused.returncode == 2 and "give a run" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_a_killed_curtailed_gate_resumes_its_round_where_the_blocks_were(env, tmp_path):
+    """A pass^4 gate killed while its first round's tasks run their trials one after
+    another: the same command continues the round, keeps the trials it had, and every
+    round stops each task's block at its first failure, with no trial index skipped."""
+    from passhat.contracts import is_success
+
+    args = ["gate", *SUITE, "-m", "scripted/noisy-0.6", "--agent-args", '{"latency": 0.3}',
+            "--require", "pass^4 >= 0.3", "--max-trials", "8", "--run-id", "g-kill4", "-o", "json"]
+    store = killed_once_running(args, env, tmp_path / "home" / "results.db", "g-kill4-r0")
+    before = {(t.trial_id, t.finished_at) for t in store.trials("g-kill4-r0") if t.finished_at}
+    again = passhat(*args, env=env, timeout=600)
+    assert again.returncode in (0, 1, 3), again.stderr
+    record = json.loads(again.stdout)
+    assert before <= {(t.trial_id, t.finished_at) for t in store.trials("g-kill4-r0")}
+    ran = 0
+    for run_id in record["rounds"]:
+        by_task: dict[str, list] = {}
+        for t in sorted(store.trials(run_id), key=lambda t: t.trial_index):
+            by_task.setdefault(t.task_id, []).append((t.trial_index, is_success(t.reward or 0.0)))
+        for task, trials in by_task.items():
+            assert [i for i, _ in trials] == list(range(len(trials))), (run_id, task, trials)
+            wins = [w for _, w in trials]
+            assert wins == [True] * 4 or (False in wins and wins.index(False) == len(wins) - 1 and len(wins) <= 4), \
+                (run_id, task, trials)
+        ran += sum(map(len, by_task.values()))
+    assert record["conversations"] == ran < 4 * len(TASKS) * len(record["rounds"])
+    store.close()
