@@ -181,7 +181,8 @@ E2E_P = 0.7  # scripted/noisy-0.7: each trial succeeds with this chance, on ever
 
 def end_to_end(gates: int, simulated: int, rng: np.random.Generator) -> None:
     """`passhat gate` as real processes, N per case, beside the same cases simulated: the
-    noisy agent at 0.7 around its bars, and a perfect agent (scripted/oracle) at 0.95."""
+    noisy agent at 0.7 around its bars (pass^4 with its blocks curtailed), and a perfect
+    agent (scripted/oracle) at 0.95."""
     from passhat.testing.harness import PASSHAT, free_ports
 
     home = tempfile.mkdtemp(prefix="passhat-gate-bench-")
@@ -199,6 +200,8 @@ def end_to_end(gates: int, simulated: int, rng: np.random.Generator) -> None:
         ("violated by 0.2", noisy, p, gate.absolute(1, E2E_P + 0.2), ["--require", f"pass^1 >= {E2E_P + 0.2:g}"], 8),
         ("at threshold", noisy, p, gate.absolute(1, E2E_P), ["--require", f"pass^1 >= {E2E_P:g}"], 8),
         ("A/A regression, max-drop 0.1", noisy, p, gate.regression(1, 0.1), ["--max-drop", "0.1"], 8),
+        ("pass^4 holds by 0.1, max 8", noisy, p, gate.absolute(4, E2E_P ** 4 - 0.1),
+         ["--require", f"pass^4 >= {E2E_P ** 4 - 0.1:.4f}", "--max-trials", "8"], 8),  # curtailed blocks
         ("oracle, pass^1 >= 0.95", oracle, one, gate.absolute(1, 0.95), ["--require", "pass^1 >= 0.95"], 8),
         ("oracle, pass^4 >= 0.95, max 16", oracle, one, gate.absolute(4, 0.95),
          ["--require", "pass^4 >= 0.95", "--max-trials", "16"], 16),

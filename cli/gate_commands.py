@@ -30,13 +30,14 @@ DEFAULT_MAX_TRIALS = 8  # per task: never more than the fixed design of k=8 on e
 def gate(
     ctx: typer.Context,
     options: RunOptions,
-    config: Optional[str] = typer.Option(None, "--config", help="A sweep config (TOML), as `passhat run --config` takes; its [gate] table may set require, baseline, max_drop, regression_metric, confidence and max_trials. Options given on the command line override it."),
+    config: Optional[str] = typer.Option(None, "--config", help="A sweep config (TOML), as `passhat run --config` takes; its [gate] table may set require, baseline, max_drop, regression_metric, confidence, max_trials and whole_blocks. Options given on the command line override it."),
     require: list[str] = typer.Option([], "--require", help="An absolute criterion, 'pass^K >= X' (repeat for several)."),
     baseline: Optional[str] = typer.Option(None, "--baseline", metavar="RUN", help="A recorded run (or gate) to compare with, task by task, with --max-drop."),
     max_drop: Optional[float] = typer.Option(None, "--max-drop", metavar="D", help="Regression criterion: the metric may be at most D below --baseline's."),
     regression_metric: Optional[str] = typer.Option(None, "--regression-metric", metavar="pass^K", help="The metric of the regression criterion; default pass^1."),
     confidence: Optional[float] = typer.Option(None, "--confidence", help="Confidence of every criterion's verdict; default 0.95."),
     max_trials: Optional[int] = typer.Option(None, "--max-trials", metavar="N", help=f"Budget: most trials any one task gets; default {DEFAULT_MAX_TRIALS}."),
+    whole_blocks: bool = typer.Option(False, "--whole-blocks", help="Run a pass^k block's k trials at once: a round takes one conversation's time instead of up to k, but a block whose first trial fails still runs all k (by default a block stops at its first failure; docs/gate.md, Curtailed blocks)."),
     junit: Optional[str] = typer.Option(None, "--junit", metavar="FILE", help="Write JUnit XML: one test case per task per criterion."),
     summary: Optional[str] = typer.Option(None, "--summary", metavar="FILE", help="Write the markdown summary (it is also appended to $GITHUB_STEP_SUMMARY when that is set)."),
     yes: bool = typer.Option(False, "--yes", "-y", help=f"Start without asking (a round of more than {CONFIRM_ABOVE} conversations asks on a terminal)."),
@@ -55,7 +56,8 @@ def gate(
         raise UserInputError(f"--workers must be at least 1, got {workers}")
     table = sweep_config.gate_table(config) if config else {}
     given = {"require": require or None, "baseline": baseline, "max_drop": max_drop,
-             "regression_metric": regression_metric, "confidence": confidence, "max_trials": max_trials}
+             "regression_metric": regression_metric, "confidence": confidence, "max_trials": max_trials,
+             "whole_blocks": whole_blocks or None}
     settings = {key: value if value is not None else table.get(key) for key, value in given.items()}
     options = sweep_config.merge(sweep_config.load(config) if config else None, options, given_on_command_line(ctx))
     sweep_config.check_required(options, f" — see `{ctx.command_path} --help`")
@@ -74,7 +76,7 @@ def gate(
         raise UserInputError("passhat gate decides for one --agent-model at a time")
     base = build_config(options)
     store = open_store()
-    request = _request(store, base, criteria, settings["baseline"], cap)
+    request = _request(store, base, criteria, settings["baseline"], cap, bool(settings["whole_blocks"]))
     record = run_rounds(request, workers=workers, yes=yes, output=output, detach=detach)
     if record is None:  # detached: `passhat status` follows it
         return
@@ -121,7 +123,7 @@ def _baseline_outcomes(store, run_id: str) -> "tuple[dict[str, list] | list[dict
     return (outcomes(store, runs) if runs == [run_id] else [outcomes(store, [r]) for r in runs]), seeds
 
 
-def _request(store, base, criteria, baseline: str | None, cap: int):  # noqa: ANN001, ANN202
+def _request(store, base, criteria, baseline: str | None, cap: int, whole_blocks: bool = False):  # noqa: ANN001, ANN202
     """The gate's rounds: its criteria, the baseline's outcomes, and seeds that never
     coincide with the baseline's."""
     from dataclasses import asdict
@@ -131,7 +133,8 @@ def _request(store, base, criteria, baseline: str | None, cap: int):  # noqa: AN
     from passhat.workflows.rounds import RoundsRequest
 
     reference, seeds = _baseline_outcomes(store, baseline) if baseline else (None, set())
-    measure = Measure(kind="gate", max_trials=cap, criteria=[asdict(c) for c in criteria], baseline=reference)
+    measure = Measure(kind="gate", max_trials=cap, criteria=[asdict(c) for c in criteria], baseline=reference,
+                      whole_blocks=whole_blocks)
     return RoundsRequest(config=base, measure=measure, fixed_trials=FIXED_K,
                          seed_offset=seed_offset(base.seed, seeds, cap // decide.round_trials(criteria)))
 

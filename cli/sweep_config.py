@@ -31,7 +31,7 @@ MODEL_KEYS = ("model", "args")  # of each [[agents]] table and of [user]
 # `passhat gate`'s criteria and budget: the keys are its flags' names.
 GATE_TABLE = "gate"
 GATE_KEYS = {"require": list, "baseline": str, "max_drop": float, "regression_metric": str,
-             "confidence": float, "max_trials": int}
+             "confidence": float, "max_trials": int, "whole_blocks": bool}
 
 
 @dataclass
@@ -81,8 +81,10 @@ def gate_table(path: str) -> dict[str, Any]:
                                                                         and not isinstance(value, bool))
         if want is list:
             ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        if want is bool:
+            ok = isinstance(value, bool)
         if not ok:
-            check.fail(f"{GATE_TABLE}.{key}", f"must be {dict(zip((list, str, float, int), ('a list of strings', 'a string', 'a number', 'an integer')))[want]}, got {_kind(value)}")
+            check.fail(f"{GATE_TABLE}.{key}", f"must be {dict(zip((list, str, float, int, bool), ('a list of strings', 'a string', 'a number', 'an integer', 'true or false')))[want]}, got {_kind(value)}")
     return dict(table)
 
 

@@ -10,7 +10,8 @@ The method: an anytime-valid test by betting (Waudby-Smith & Ramdas, "Estimating
 of bounded random variables by betting", JRSS B 2024; Ramdas et al., "Game-theoretic
 statistics and safe anytime-valid inference", Statistical Science 2023). A task's
 trials are cut, in the order they ran, into blocks of k; a block is 1 when all k
-succeeded, so its mean is q_t = p_t^k. Each block is bet on with a tilt fixed before it
+succeeded, so its mean is q_t = p_t^k (when every criterion has k > 1 the rounds stop a
+block at its first failure: passhat.curtailment). Each block is bet on with a tilt fixed before it
 ran (the predictable plug-in: see passhat.results.gate_evidence), and for a hypothesised
 vector q the wealth
     M(q) = prod_{t,b} exp(eta_tb * Y_tb) / (1 - q_t + q_t * e^eta_tb)

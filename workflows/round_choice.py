@@ -33,6 +33,8 @@ class Measure(BaseModel):
     # gate: the baseline's outcomes, task id -> trials; an earlier gate's, per round
     baseline: Optional[Union[Outcomes, list[Outcomes]]] = None
     target: Optional[dict[str, Any]] = None  # adaptive: passhat.results.precision.Target fields
+    # gate: run every block whole (`--whole-blocks`) where its rounds would be curtailed
+    whole_blocks: bool = False
 
     def gate_criteria(self) -> list[gate.Criterion]:
         return [gate.Criterion(**c) for c in self.criteria]
@@ -50,7 +52,7 @@ class Measure(BaseModel):
     def curtail(self) -> list[int]:
         """RunConfig.curtail of the rounds: a gate's block sizes when its rounds are
         curtailed (gate.curtailed)."""
-        return gate.curtailed(self.gate_criteria()) if self.kind == "gate" else []
+        return gate.curtailed(self.gate_criteria()) if self.kind == "gate" and not self.whole_blocks else []
 
 
 class ChoiceRequest(BaseModel):

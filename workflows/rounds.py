@@ -55,7 +55,9 @@ class RoundsRequest(BaseModel):
         measurement and the seeds. A command that attaches to them must say the same."""
         from passhat.contracts import stable_hash
 
-        return stable_hash(f"{self.config.fingerprint()}/{self.measure.model_dump_json()}/{self.seed_offset}")
+        # whole_blocks counts only when set: rounds recorded before it existed keep theirs.
+        measure = self.measure.model_dump_json(exclude=set() if self.measure.whole_blocks else {"whole_blocks"})
+        return stable_hash(f"{self.config.fingerprint()}/{measure}/{self.seed_offset}")
 
     def tasks(self) -> list[str]:
         return [f"{d}/{t}" for d in self.config.domains for t in self.config.task_ids[d]]

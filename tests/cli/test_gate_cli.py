@@ -229,6 +229,13 @@ def test_a_pass4_gate_stops_each_block_at_its_first_failure(env):
                    "--run-id", "g-on-curtailed")
     assert refused.returncode == 2 and "give a run" in refused.stderr and "Traceback" not in refused.stderr
 
+    # --whole-blocks: every block's four trials at once, a failing one too.
+    whole = gate(env, "-m", "scripted/noisy-0", "--require", "pass^4 >= 0.5", "--max-trials", "8",
+                 "--whole-blocks", "--run-id", "g-whole-blocks", "-o", "json")
+    record = json.loads(whole.stdout)
+    assert record["verdict"] == json.loads(bad.stdout)["verdict"] and not record["curtailed"]
+    assert record["conversations"] == 4 * len(TASKS) * len(record["rounds"]), record
+
 
 def test_a_killed_curtailed_gate_resumes_its_round_where_the_blocks_were(env, tmp_path):
     """A pass^4 gate killed while its first round's tasks run their trials one after

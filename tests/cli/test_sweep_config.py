@@ -382,3 +382,17 @@ def test_the_size_of_a_run_before_it_starts():
     assert not needs_confirmation(big, yes=True, interactive=True)
     assert not needs_confirmation(big, yes=False, interactive=False)
     assert not needs_confirmation(RunSize(1000, 1, 1, 1), yes=False, interactive=True)
+
+
+def test_the_gate_table_is_checked_by_key_and_type(tmp_path):
+    """`passhat gate --config`'s [gate] table: its keys are the gate's flags, each of its
+    kind; whole_blocks is true or false, not a number or a string."""
+    path = write(tmp_path, BASE + '[gate]\nrequire = ["pass^4 >= 0.8"]\nmax_trials = 16\nwhole_blocks = true\n')
+    assert sweep_config.gate_table(path) == {"require": ["pass^4 >= 0.8"], "max_trials": 16, "whole_blocks": True}
+    for bad, line in (("whole_blocks = 1", "gate.whole_blocks: must be true or false, got an integer"),
+                      ('max_trials = "8"', "gate.max_trials: must be an integer, got a string"),
+                      ("rounds = 3", "gate.rounds: unknown key; known keys: baseline, confidence, max_drop, "
+                                     "max_trials, regression_metric, require, whole_blocks")):
+        with pytest.raises(UserInputError) as err:
+            sweep_config.gate_table(write(tmp_path, BASE + f"[gate]\n{bad}\n"))
+        assert str(err.value).endswith(line), str(err.value)
