@@ -286,9 +286,14 @@ def run_divergences(rows: list[Any], steps_of: Any) -> dict[tuple[str, str, str,
 
 
 def cause_of(diagnosis: dict[str, Any]) -> str:
-    """A diagnosed trial's failure cause: the kind of its first step off the gold path."""
+    """A diagnosed trial's failure cause: the kind of its first step off the gold path;
+    with none, "agent DB differs" or "user DB differs" where the final state does (as the
+    diagnosis's one line says), else "on the gold path"."""
     first = diagnosis.get("first_off_path")
-    return first["kind"] if first else "on the gold path"
+    if first:
+        return first["kind"]
+    db = diagnosis.get("db_differences") or []
+    return f"{db[0]['database']} DB differs" if db else "on the gold path"
 
 
 def cause_changes(a: dict[str, int], b: dict[str, int]) -> list[CauseChange]:

@@ -77,7 +77,8 @@ class Failures(BaseModel):
     not_evaluable: dict[str, int] = Field(description="not-evaluable trials by error class")
     causes: dict[str, int] = Field(default_factory=dict, description=(
         "of the trials below 1 with a stored diagnosis, how many had each kind of first step "
-        "off the gold path (wrong_argument, skipped_write, ...; 'on the gold path': none found)"))
+        "off the gold path (wrong_argument, skipped_write, ...; 'agent DB differs' or 'user DB differs': "
+        "none found, yet the final state differs; 'on the gold path': neither)"))
 
 
 class TaskReport(BaseModel):

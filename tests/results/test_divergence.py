@@ -124,3 +124,16 @@ def test_cause_changes_between_two_runs():
     changes = cause_changes({"wrong_argument": 3, "skipped_write": 2}, {"wrong_argument": 1, "extra_write": 4})
     assert [(c.cause, c.a, c.b, c.change) for c in changes] == [
         ("extra_write", 0, 4, "grew"), ("skipped_write", 2, 0, "shrank"), ("wrong_argument", 3, 1, "shrank")]
+
+
+def test_a_cause_is_the_first_step_off_the_path_else_where_the_state_differs():
+    """The report's cause count says what the diagnosis's one line says: a trial with no
+    step off the gold path whose final state differs counts as "user DB differs"."""
+    from passhat.domains.diagnosis import one_line
+    from passhat.results.divergence import cause_of
+
+    ended = {"ended_by": {"how": "user stopped"}}
+    user_db = ended | {"db_differences": [{"database": "user", "path": "devices.phone.sim", "gold": 1, "actual": 0}]}
+    assert cause_of(user_db) == "user DB differs" and one_line(user_db).startswith("user DB differs at")
+    assert cause_of(ended | {"first_off_path": {"kind": "extra_write", "step": 3, "tool": "t"}}) == "extra_write"
+    assert cause_of(ended) == "on the gold path"
