@@ -32,11 +32,14 @@ def run_size(config: RunConfig) -> RunSize:
     """From the config's per-task estimates (build_config computes them with
     direct_calls)."""
     per_trial = sum(sum(config.expected_calls.get(domain, {}).values()) for domain in config.domains)
-    conversations = config.total_trials()
+    # A curtailed round (a gate's, passhat.curtailment) runs at most its blocks' trials
+    # a task, and more only to replace not-evaluable ones.
+    trials = max(config.curtail) if config.curtail else config.trials
+    conversations = config.total_trials() // config.trials * trials
     return RunSize(
         conversations=conversations,
         tasks=sum(len(config.task_ids[d]) for d in config.domains),
-        model_calls=per_trial * config.trials * len(config.agent_models),
+        model_calls=per_trial * trials * len(config.agent_models),
         max_model_calls=conversations * config.max_steps,
     )
 
@@ -45,10 +48,11 @@ def describe(config: RunConfig, size: RunSize) -> str:
     """One line: what the run is about to start, and how the model calls are estimated."""
     models = len(config.agent_models)
     budget = "" if config.max_cost is None else f"; budget {config.max_cost:g} USD"
+    per_task = config.trials_label() if config.curtail else f"{config.trials} trial{'s' if config.trials != 1 else ''}"
     return (
-        f"run {config.run_id}: {size.conversations:,} conversations ({models} agent "
-        f"model{'s' if models != 1 else ''} x {size.tasks:,} task{'s' if size.tasks != 1 else ''} "
-        f"x {config.trials} trial{'s' if config.trials != 1 else ''}); about "
+        f"run {config.run_id}: {'up to ' if config.curtail else ''}{size.conversations:,} conversations "
+        f"({models} agent model{'s' if models != 1 else ''} x {size.tasks:,} task{'s' if size.tasks != 1 else ''} "
+        f"x {per_task}); about "
         f"{size.model_calls:,} model calls, estimated as conversations that go straight to each "
         f"task's gold actions (3 + 1 per agent action + 2 per user action), up to "
         f"{size.max_model_calls:,} if every conversation runs to --max-steps {config.max_steps}{budget}"

@@ -218,6 +218,7 @@ def test_a_pass4_gate_stops_each_block_at_its_first_failure(env):
     assert bad.returncode in (1, 3), bad.stderr
     record = json.loads(bad.stdout)
     assert record["conversations"] == len(TASKS) * len(record["rounds"]), record
+    assert f"up to {4 * len(TASKS)} conversations" in bad.stderr  # the first round's preview
     assert record["fixed_design_conversations"] == 8 * len(TASKS)
 
     good = gate(env, "-m", "scripted/oracle", "--require", "pass^4 >= 0.5", "--max-trials", "8",
