@@ -1,6 +1,6 @@
 """Is the release gate right as often as it says? Simulated suites with known per-task
 success probabilities; every gate is decided by the code `passhat gate` runs
-(passhat.results.gate: `decide` after every round, `open_mask` to pick the next round's
+(passhat.results.gate: `decide` after every round, `gate_rounds.open_mask` to pick the next round's
 tasks, the evidence's `plan` for the next round's bets), thousands of simulated gates at
 once on arrays.
 
@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from passhat.results import gate
+from passhat.results import gate, gate_rounds
 from passhat.results.gate_evidence import Evidence
 
 TASKS = 50
@@ -128,12 +128,12 @@ def gate_baseline(history: list, gates: int, tasks: int) -> tuple[np.ndarray, np
 
 def adaptive(rng, ps, criteria, baseline, gates, max_trials, history=None):  # noqa: ANN001, ANN201
     """Each gate's verdict (0 inconclusive, 1 PASS, 2 FAIL) and conversations, the rounds
-    chosen as gate.next_round chooses them: every criterion decided on its own evidence,
+    chosen as gate_rounds.next_round chooses them: every criterion decided on its own evidence,
     a task idle when idle for every open criterion, the gate stopped once its verdict is
     known or every open criterion is futile. `history` (a list) receives each round's
     (live gates, tasks run, trials)."""
     suites = [Suite(gates, ps, c, baseline) for c in criteria]
-    size, curtailed = gate.round_trials(criteria), bool(gate.curtailed(criteria))
+    size, curtailed = gate_rounds.round_trials(criteria), bool(gate_rounds.curtailed(criteria))
     trials = np.zeros((gates, len(ps)), int)  # what the budget counts: a round's size, curtailed or not
     spent = np.zeros((gates, len(ps)), int)  # the conversations that ran
     verdict = np.zeros(gates, int)
@@ -146,7 +146,7 @@ def adaptive(rng, ps, criteria, baseline, gates, max_trials, history=None):  # n
         settled = np.all([d.passed | d.failed | d.futile for d in decisions], axis=0)
         idle = np.all([d.idle for d in decisions], axis=0)  # a decided criterion's tasks are all idle
         verdict[live[passed]], verdict[live[failed]] = 1, 2
-        chosen = gate.open_mask(trials[live], size, max_trials, idle, passed | failed | settled)
+        chosen = gate_rounds.open_mask(trials[live], size, max_trials, idle, passed | failed | settled)
         running = chosen.any(axis=1)
         live, chosen = live[running], chosen[running]
         drawn = (rng.random((*chosen.shape, size)) < ps[None, :, None]) & chosen[..., None]
@@ -163,7 +163,7 @@ def fixed(rng, ps, criteria, baseline, gates, per_task):  # noqa: ANN001, ANN201
     once by the same test): each gate's verdict, and the conversations the same design
     would run were its blocks curtailed as the gate's are (the full count where they are not)."""
     suites = [Suite(gates, ps, c, baseline) for c in criteria]
-    size, curtailed = gate.round_trials(criteria), bool(gate.curtailed(criteria))
+    size, curtailed = gate_rounds.round_trials(criteria), bool(gate_rounds.curtailed(criteria))
     everything, ran = np.arange(gates), np.ones((gates, len(ps)), bool)
     spent = np.zeros(gates, int)
     for _ in range(per_task // size):

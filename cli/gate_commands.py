@@ -2,7 +2,7 @@
 confidence, or the budget is spent, and exit 0 (PASS), 1 (FAIL) or 3 (INCONCLUSIVE).
 
 The rounds are a workflow's (passhat.workflows.rounds), each a run of its own, `GATE-r0`,
-`GATE-r1`, ..., running the tasks passhat.results.gate.next_round picks from the rounds
+`GATE-r1`, ..., running the tasks passhat.results.gate_rounds.next_round picks from the rounds
 before it; the same command again with the same --run-id attaches to that workflow (or
 reads back its finished rounds), so nothing finished runs twice."""
 
@@ -20,6 +20,7 @@ from passhat.cli.preview import CONFIRM_ABOVE
 from passhat.cli.rounds import run_rounds
 from passhat.cli.run_options import RunOptions, UserInputError, given_on_command_line, with_run_options
 from passhat.results.gate_outputs import FIXED_K
+from passhat.results.gate_rounds import round_trials
 
 DEFAULT_MAX_TRIALS = 8  # per task: never more than the fixed design of k=8 on every task
 
@@ -66,8 +67,8 @@ def gate(
     except decide.GateError as err:
         raise UserInputError(str(err))
     cap = settings["max_trials"] if settings["max_trials"] is not None else DEFAULT_MAX_TRIALS
-    if cap < decide.round_trials(criteria):
-        raise UserInputError(f"--max-trials must be at least {decide.round_trials(criteria)} "
+    if cap < round_trials(criteria):
+        raise UserInputError(f"--max-trials must be at least {round_trials(criteria)} "
                              f"(one round of the largest k), got {cap}")
     if "trials" in given_on_command_line(ctx):
         raise UserInputError("passhat gate chooses the trials per task round by round; "
@@ -128,7 +129,6 @@ def _request(store, base, criteria, baseline: str | None, cap: int, whole_blocks
     coincide with the baseline's."""
     from dataclasses import asdict
 
-    from passhat.results import gate as decide
     from passhat.workflows.round_choice import Measure
     from passhat.workflows.rounds import RoundsRequest
 
@@ -136,7 +136,7 @@ def _request(store, base, criteria, baseline: str | None, cap: int, whole_blocks
     measure = Measure(kind="gate", max_trials=cap, criteria=[asdict(c) for c in criteria], baseline=reference,
                       whole_blocks=whole_blocks)
     return RoundsRequest(config=base, measure=measure, fixed_trials=FIXED_K,
-                         seed_offset=seed_offset(base.seed, seeds, cap // decide.round_trials(criteria)))
+                         seed_offset=seed_offset(base.seed, seeds, cap // round_trials(criteria)))
 
 
 def seed_offset(seed: int, taken: set[int], rounds: int) -> int:

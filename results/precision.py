@@ -20,6 +20,7 @@ import numpy as np
 
 from passhat.results import gate
 from passhat.results.gate_evidence import Evidence
+from passhat.results.gate_rounds import open_mask
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def open_tasks(want: Target, max_trials: int, measured: Measurement) -> list[str
     ids = sorted(measured.tasks)
     trials = np.array([measured.tasks[t] for t in ids], int)
     idle = np.array([t in measured.idle for t in ids], bool)
-    mask = gate.open_mask(trials[None], want.k, max_trials, idle[None], np.array([measured.reached]))[0]
+    mask = open_mask(trials[None], want.k, max_trials, idle[None], np.array([measured.reached]))[0]
     return [t for t, chosen in zip(ids, mask) if chosen]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from passhat import curtailment
-from passhat.results import gate
+from passhat.results import gate, gate_rounds
 
 
 def test_a_block_ends_at_its_first_failure_and_passes_over_not_evaluable_trials():
@@ -56,16 +56,16 @@ def test_a_curtailed_gate_decides_as_the_full_rounds_would_with_fewer_conversati
     reach the same verdict as the rounds run whole, on a suite with tasks that fail."""
     ps = [1.0] * 6 + [0.0] * 4 + [0.5, 0.7, 0.9, 0.95]
     criteria = [gate.absolute(4, 0.4)]
-    assert gate.curtailed(criteria) == [4]
-    assert gate.curtailed([gate.absolute(4, 0.4), gate.absolute(1, 0.9)]) == []  # pass^1 wants every trial
+    assert gate_rounds.curtailed(criteria) == [4]
+    assert gate_rounds.curtailed([gate.absolute(4, 0.4), gate.absolute(1, 0.9)]) == []  # pass^1 wants every trial
     saved = 0
     for seed in range(6):
         rng = random.Random(seed)
         whole = [{f"t{i:02}": [] for i in range(len(ps))}]
         cut = [dict(whole[0])]
         while True:
-            chosen, _ = gate.next_round(criteria, whole, None, 16)
-            assert gate.next_round(criteria, cut, None, 16)[0] == chosen
+            chosen, _ = gate_rounds.next_round(criteria, whole, None, 16)
+            assert gate_rounds.next_round(criteria, cut, None, 16)[0] == chosen
             if not chosen:
                 break
             drawn = {t: [rng.random() < ps[int(t[1:])] for _ in range(4)] for t in chosen}

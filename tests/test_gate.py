@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from passhat.results import gate
+from passhat.results import gate, gate_rounds
 from passhat.results.gate_evidence import Evidence
 
 
@@ -87,9 +87,9 @@ def test_overall_verdict():
 
 def test_rounds_respect_the_cap():
     criteria = [gate.absolute(1, 0.5)]
-    assert gate.round_trials(criteria) == 1 and gate.round_trials([gate.absolute(4, 0.5)]) == 4
+    assert gate_rounds.round_trials(criteria) == 1 and gate_rounds.round_trials([gate.absolute(4, 0.5)]) == 4
     data = {"done": [True] * 8, "open": [True, False, True, True], "new": [], "capped": [True, False] * 5}
-    assert gate.open_tasks(criteria, data, max_trials=10) == ["done", "new", "open"]
+    assert gate_rounds.open_tasks(criteria, data, max_trials=10) == ["done", "new", "open"]
 
 
 def test_tasks_not_expected_to_move_the_evidence_are_idle():
@@ -99,15 +99,15 @@ def test_tasks_not_expected_to_move_the_evidence_are_idle():
     leaning_pass = {**{f"w{i}": [True] * 8 for i in range(8)}, "lost": [False] * 8, "new": [False]}
     r = gate.evaluate(gate.absolute(1, 0.75), leaning_pass, interval=False)
     assert r.verdict == gate.INCONCLUSIVE and "lost" in r.idle and "new" not in r.idle
-    assert "lost" not in gate.open_tasks([r.criterion], leaning_pass, 16, [r])
+    assert "lost" not in gate_rounds.open_tasks([r.criterion], leaning_pass, 16, [r])
     leaning_fail = {**{f"l{i}": [False] * 8 for i in range(8)}, "won": [True] * 8, "new": [True]}
     r = gate.evaluate(gate.absolute(1, 0.25), leaning_fail, interval=False)
     assert r.verdict == gate.INCONCLUSIVE and "won" in r.idle and "new" not in r.idle
     # Idle for one open criterion but not for another (that one leans to PASS): it runs.
     other = gate.evaluate(gate.absolute(1, 0.08), leaning_fail, interval=False)
     assert other.verdict == gate.INCONCLUSIVE and "won" not in other.idle
-    assert "won" not in gate.open_tasks([r.criterion], leaning_fail, 16, [r])
-    assert "won" in gate.open_tasks([r.criterion, other.criterion], leaning_fail, 16, [r, other])
+    assert "won" not in gate_rounds.open_tasks([r.criterion], leaning_fail, 16, [r])
+    assert "won" in gate_rounds.open_tasks([r.criterion, other.criterion], leaning_fail, 16, [r, other])
 
 
 def test_a_criterion_at_its_bar_is_futile_once_the_budget_cannot_decide_it():
@@ -120,7 +120,7 @@ def test_a_criterion_at_its_bar_is_futile_once_the_budget_cannot_decide_it():
     rate = sum(o for r in rounds for outcomes in r.values() for o in outcomes) / 300
     r = gate.evaluate(gate.absolute(1, rate), rounds, max_trials=8, interval=False)
     assert r.verdict == gate.INCONCLUSIVE and r.futile and len(r.idle) == 50
-    assert gate.open_tasks([r.criterion], rounds, 8, [r]) == []
+    assert gate_rounds.open_tasks([r.criterion], rounds, 8, [r]) == []
     assert not gate.evaluate(gate.absolute(1, rate), rounds, interval=False).futile
     far = gate.evaluate(gate.absolute(1, rate - 0.3), rounds, max_trials=8, interval=False)
     assert far.verdict == gate.PASS and not far.futile
@@ -212,10 +212,10 @@ def _gate_in_rounds(criteria, ps, max_trials, seed=0):  # noqa: ANN001, ANN201
     rng = random.Random(seed)
     rounds = [{f"t{i:02}": [] for i in range(len(ps))}]
     while True:
-        chosen, stopped = gate.next_round(criteria, rounds, None, max_trials)
+        chosen, stopped = gate_rounds.next_round(criteria, rounds, None, max_trials)
         if not chosen:
             return rounds, [gate.evaluate(c, rounds, max_trials=max_trials) for c in criteria], stopped
-        size = gate.round_trials(criteria)
+        size = gate_rounds.round_trials(criteria)
         rounds.append({t: [rng.random() < ps[int(t[1:])] for _ in range(size)] for t in chosen})
 
 
@@ -234,9 +234,9 @@ def test_a_gate_whose_every_task_is_idle_runs_them_all_unless_it_is_stopped():
     an open criterion: every task below its cap runs; a decided or futile gate runs none."""
     trials = np.array([[2, 2, 8], [2, 2, 8]])
     idle = np.ones((2, 3), bool)
-    mask = gate.open_mask(trials, 1, 8, idle, stopped=np.array([False, True]))
+    mask = gate_rounds.open_mask(trials, 1, 8, idle, stopped=np.array([False, True]))
     assert mask.tolist() == [[True, True, False], [False, False, False]]
-    assert not gate.open_mask(trials, 1, 8, idle).any()
+    assert not gate_rounds.open_mask(trials, 1, 8, idle).any()
 
 
 def test_an_earlier_gate_as_baseline_is_bet_in_the_order_its_rounds_ran():
@@ -284,7 +284,7 @@ def test_pass4_with_two_blocks_a_task_stops_at_its_bar_after_the_first():
         rng = random.Random(seed)
         rounds = [{f"t{i:02}": [] for i in range(len(ps))}]
         while True:
-            chosen, stopped = gate.next_round(criteria, rounds, None, 8)
+            chosen, stopped = gate_rounds.next_round(criteria, rounds, None, 8)
             if not chosen:
                 break
             rounds.append({t: [rng.random() < ps[int(t[1:])] for _ in range(4)] for t in chosen})

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from temporalio import activity
 
 from passhat import curtailment
-from passhat.results import gate
+from passhat.results import gate, gate_rounds
 from passhat.results import precision
 
 # Task ids are "domain/task"; a round's outcomes map them to True, False, or None (not
@@ -45,14 +45,14 @@ class Measure(BaseModel):
     def round_trials(self) -> int:
         """Trials each chosen task gets in a round (a curtailed round: at most)."""
         if self.kind == "gate":
-            size = gate.round_trials(self.gate_criteria())
+            size = gate_rounds.round_trials(self.gate_criteria())
             return size + curtailment.spare(size) if self.curtail() else size
         return self.precision_target().k
 
     def curtail(self) -> list[int]:
         """RunConfig.curtail of the rounds: a gate's block sizes when its rounds are
         curtailed (gate.curtailed)."""
-        return gate.curtailed(self.gate_criteria()) if self.kind == "gate" and not self.whole_blocks else []
+        return gate_rounds.curtailed(self.gate_criteria()) if self.kind == "gate" and not self.whole_blocks else []
 
 
 class ChoiceRequest(BaseModel):
@@ -81,7 +81,7 @@ class RecordRequest(BaseModel):
 def choose_round(req: ChoiceRequest) -> Choice:
     m = req.measure
     if m.kind == "gate":
-        tasks, stopped = gate.next_round(m.gate_criteria(), req.rounds, m.baseline, m.max_trials)
+        tasks, stopped = gate_rounds.next_round(m.gate_criteria(), req.rounds, m.baseline, m.max_trials)
     else:
         tasks, stopped = precision.next_round(m.precision_target(), m.max_trials, req.rounds)
     return Choice(tasks=tasks, stopped=stopped)
