@@ -74,6 +74,14 @@ def check_agent(name: str) -> None:
         )
 
 
+def registered_code(name: str) -> Any:
+    """What tau2's registry holds for an agent: its class (26.3) or its factory (1.0.x)."""
+    registry = _registry()
+    if _builds_by_factory(registry):
+        return registry.get_agent_factory(name)
+    return registry.get_agent_constructor(name)
+
+
 def build_agent(name: str, domain: Any, task_id: str, llm: str, llm_args: dict[str, Any]) -> Any:
     """The agent as tau2's run builds it: 1.0.x calls its factory with the tools, the
     policy, the model, its args and the task; 26.3 calls its class with the arguments

@@ -145,7 +145,7 @@ class RunTasksRow(SQLModel, table=True):
 
     run_id: str = Field(primary_key=True)
     domain: str = Field(primary_key=True)  # "airline@/path/tasks.json"
-    digest: str  # of the tasks, not of the file's bytes (domains.task_file.tasks_digest)
+    digest: str  # of the tasks, not of the file's bytes (passhat.run_identity.tasks_digest)
     tasks_json: str = Field(sa_type=Text)
 
     def tasks(self) -> list[Any]:

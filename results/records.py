@@ -18,6 +18,9 @@ TAU_BENCH_FORMAT = "tau-bench"
 # Key in a tau2 simulation's reward_info.info holding the trial's token and cost totals,
 # when its messages do not add up to them (tau2_writer).
 TOTALS_KEY = "passhat_totals"
+# Key in a tau2 file's info.agent_info holding what passhat measured of the agent: its
+# digest and the parts of its identity (run_identity.AgentIdentity). tau2 reads past it.
+AGENT_KEY = "passhat_agent"
 
 
 class ResultsError(ValueError):
@@ -97,6 +100,10 @@ class ResultsFile:
     # The tau2 version and data digest passhat's own export names (None: not named).
     tau2_version: str | None = None
     tau2_data: str | None = None
+    # The agent's name (tau2's agent_info.implementation) and, from passhat's own
+    # export, the parts of its identity (run_identity.AgentIdentity; None: not named).
+    agent: str | None = None
+    agent_parts: dict[str, str] | None = None
 
 
 def trial_record(row, steps) -> TrialRecord:  # noqa: ANN001 - a TrialRow, its StepRows

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from passhat import metrics
 from passhat.results.divergence import CauseChange, TaskDivergence, cause_changes, cause_of, run_divergences
 from passhat.results.records import ResultsError
+from passhat.run_identity import AgentIdentity, agent_identity
 from passhat.contracts import (
     DEFAULT_AGENT,
     TRIAL_CANCELLED,
@@ -127,6 +128,9 @@ class GroupReport(BaseModel):
     output_tokens_per_trial: float | None
     failures: Failures
     task_results: list[TaskReport]
+    agent: AgentIdentity | None = Field(default=None, description=(
+        "the agent that played with this agent model: its name, the digest of what makes "
+        "it (null for a run recorded before passhat measured it) and its parts"))
 
     def k(self) -> str | None:
         """The largest k with a pass^k, as a key."""
@@ -305,9 +309,9 @@ def _run_report(store, run_id: str) -> RunReport:  # noqa: ANN001
             task_ids = list(config.task_ids.get(domain, []))
             task_ids += [t for t in dict.fromkeys(t.task_id for t in trials) if t not in task_ids]
             k = config.trials
-        groups.append(_group_report(run_id, agent, user, domain, task_ids, k, trials,
-                                    {t: d for (a, u, dm, t), d in divergences.items()
-                                     if (a, u, dm) == (agent, user, domain)}))
+        group = _group_report(run_id, agent, user, domain, task_ids, k, trials,
+                              {t: d for (a, u, dm, t), d in divergences.items() if (a, u, dm) == (agent, user, domain)})
+        groups.append(group.model_copy(update={"agent": agent_identity(config, agent)}))
     statuses = Counter(t.status for t in rows)
     expected = len(rows) if imported else max(row.total_trials, len(rows))
     completeness = _completeness(row.status, expected, statuses, len(rows))
