@@ -181,7 +181,8 @@ class ResultActivities:
         steps = self.store.steps(spec.trial_id)
         messages = [m for step in steps for m in step.message_list()]
         last = steps[-1]
-        # A conversation the model's own output ended (tau2's agent_error): say which.
+        # A conversation the model's own output, or the agent's code, ended (tau2's
+        # agent_error): say which, and where in the agent's code.
         failure = (
             (last.failure_class, "agent" if last.role == "assistant" else "user", last.failure)
             if last.failure_class
@@ -208,6 +209,7 @@ class ResultActivities:
             termination_reason=req.termination_reason,
             n_steps=req.n_steps,
             model_failure=failure,
+            error_at=last.failure_at if failure else None,
             diagnosis=diagnosis,
         )
         return self._closed(spec)

@@ -282,8 +282,12 @@ def transcript(trial, steps, console: Console, judge=None, agent=None) -> None: 
     if agent is not None:
         console.print(f"agent {escape(agent.words())}", highlight=False)
     if trial.error:
-        what = "not evaluable" if trial.status == TRIAL_NOT_EVALUABLE else f"{trial.error_side or 'model'} failure"
+        where = getattr(trial, "error_at", None)
+        what = ("not evaluable" if trial.status == TRIAL_NOT_EVALUABLE else
+                "the agent's own code failed" if where else f"{trial.error_side or 'model'} failure")
         console.print(f"[red]{what}: {escape(error_words(trial.error_class, trial.error))}[/]", highlight=False)
+        if where:
+            console.print(f"[red]  at {escape(where)}[/]", highlight=False)
     print_diagnosis(trial.diagnosis(), console)
     names = {"assistant": "agent", "user": "user", "tool": "tool"}
     for step in steps:

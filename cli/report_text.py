@@ -54,6 +54,8 @@ def _failure_lines(group) -> list[str]:  # noqa: ANN001
              f"  termination: {join(f.termination)}",
              f"  failed part of the reward: {join(f.failed_parts)}",
              f"  model errors: {join(f.model_errors)}"]
+    if f.agent_code:
+        lines.append(f"  the agent's own code: {join(f.agent_code)}")
     if f.causes:
         lines.append(f"  first step off the gold path: {join(f.causes)}")
     if f.not_evaluable:

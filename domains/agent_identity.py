@@ -1,5 +1,6 @@
 """What makes the agent a run measures: the parts of the run's identity the agent
-contributes (RunConfig.agent_digests, compared by passhat.run_identity).
+contributes (RunConfig.agent_digests, compared by passhat.run_identity), and where in
+the agent's own code a failure of it happened.
 
 Each kind of agent says what its parts are, in KINDS below:
 
@@ -32,6 +33,7 @@ import sys
 import sysconfig
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from passhat.contracts import DEFAULT_AGENT
 
@@ -165,3 +167,53 @@ def _imported(name: str, path: Path) -> list[str]:
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
+
+
+# ---- where in the agent's code ----------------------------------------------------------
+
+
+def failure_at(err: BaseException, agent: str) -> str | None:
+    """Where an exception of the agent's turn was raised, as "file.py:LINE in FUNCTION":
+    the innermost frame in the agent's own source files (agent_sources), else the
+    innermost frame outside passhat (tau2's, when the agent's code is tau2's). The file
+    is named as the module's path from its import root."""
+    try:
+        own = {p.resolve() for p in agent_sources(agent).values()}
+    except Exception:  # noqa: BLE001 - the registry's or the plugin's; the frame is a help
+        own = set()
+    frames = [(f.f_code, line) for f, line in _walk(err.__traceback__)]
+    passhat = Path(__file__).resolve().parent.parent
+    for wanted in (lambda p: p in own, lambda p: not p.is_relative_to(passhat)):
+        for code, line in reversed(frames):
+            path = Path(code.co_filename).resolve()
+            if wanted(path):
+                return f"{_shown(path)}:{line} in {code.co_name}"
+    return None
+
+
+def method_at(obj: Any, method: str) -> str | None:
+    """Where an agent's method is defined, as "file.py:LINE in METHOD": the place a
+    value it returned came from, when that value is what failed."""
+    try:
+        function = inspect.unwrap(getattr(type(obj), method))
+        path = Path(inspect.getsourcefile(function) or "").resolve()
+        line = inspect.getsourcelines(function)[1]
+    except (AttributeError, OSError, TypeError):
+        return None
+    return f"{_shown(path)}:{line} in {method}"
+
+
+def _walk(tb: Any) -> list[tuple[Any, int]]:
+    out = []
+    while tb is not None:
+        out.append((tb.tb_frame, tb.tb_lineno))
+        tb = tb.tb_next
+    return out
+
+
+def _shown(path: Path) -> str:
+    """A source file as its module's path from the import root it was found under
+    ("my_agents.py", "my_pkg/agents.py", "tau2/agent/llm_agent.py")."""
+    roots = [Path(p or ".").resolve() for p in sys.path if Path(p or ".").is_dir()]
+    under = [r for r in roots if path.is_relative_to(r)]
+    return str(path.relative_to(max(under, key=lambda r: len(r.parts)))) if under else path.name

@@ -287,6 +287,7 @@ class Store:
                         error=None,
                         error_class=None,
                         error_side=None,
+                        error_at=None,
                         finished_at=None,
                         attempts=TrialRow.attempts + 1,
                         **_NO_RETRY,
@@ -339,10 +340,12 @@ class Store:
         n_steps: int,
         *,
         model_failure: tuple[str, str, str] | None = None,
+        error_at: str | None = None,
         diagnosis: dict[str, Any] | None = None,
     ) -> TrialRow:
         """Score a trial. `model_failure` is (class, side, message) when the model's
-        own output ended the conversation; `diagnosis`, a failed trial's diagnosis."""
+        output, or the agent's own code, ended the conversation, and `error_at` where in
+        the agent's code; `diagnosis`, a failed trial's diagnosis."""
         error_class, error_side, error = model_failure or (None, None, None)
         return self._finish(
             trial_id,
@@ -356,6 +359,7 @@ class Store:
                 "error": error,
                 "error_class": error_class,
                 "error_side": error_side,
+                "error_at": error_at,
                 "diagnosis_json": None if diagnosis is None else json.dumps(diagnosis, default=str),
             },
         )
@@ -394,6 +398,7 @@ class Store:
                 "error": error,
                 "error_class": error_class,
                 "error_side": None,
+                "error_at": None,
                 "n_steps": n_steps,
                 "termination_reason": termination_reason,
             },
@@ -526,6 +531,7 @@ class Store:
         finish_reason: str | None = None,
         failure_class: str | None = None,
         failure: str | None = None,
+        failure_at: str | None = None,
         agent_state_json: str | None = None,
     ) -> bool:
         """Write a step once. Returns False when (trial, step) was already recorded: the
@@ -550,6 +556,7 @@ class Store:
                     finish_reason=finish_reason,
                     failure_class=failure_class,
                     failure=failure,
+                    failure_at=failure_at,
                     agent_state_json=agent_state_json,
                     created_at=utc_now(),
                 )

@@ -224,6 +224,7 @@ def _trial_values(trial_id: str, f, record) -> dict[str, Any]:  # noqa: ANN001 -
         "error": record.error,
         "error_class": record.error_class,
         "error_side": record.error_side,
+        "error_at": record.error_at,
         "n_steps": max(0, len(record.steps) - 1),
         "input_tokens": record.total_tokens()[0],
         "output_tokens": record.total_tokens()[1],
@@ -246,6 +247,7 @@ def _step_values(trial_id: str, step) -> dict[str, Any]:  # noqa: ANN001 - a Ste
         "created_at": step.created_at,
         "failure_class": step.failure_class,
         "failure": step.failure,
+        "failure_at": step.failure_at,
     }
 
 

@@ -33,6 +33,7 @@ def jsonl_line(run_id: str, row, steps, domain_digest: dict[str, str] | None = N
         "error_class": row.error_class,
         "error_side": getattr(row, "error_side", None),
         "error": row.error,
+        "error_at": getattr(row, "error_at", None),
         "cost": row.cost,
         "tokens": {"input": row.input_tokens, "output": row.output_tokens},
         "started_at": _iso(row.started_at),

@@ -45,6 +45,7 @@ class StepRecord:
     created_at: datetime | None = None
     failure_class: str | None = None
     failure: str | None = None
+    failure_at: str | None = None  # where in the agent's own code it failed
 
 
 @dataclass
@@ -59,6 +60,7 @@ class TrialRecord:
     error: str | None = None
     error_class: str | None = None
     error_side: str | None = None
+    error_at: str | None = None  # where in the agent's own code it failed
     started_at: datetime | None = None
     finished_at: datetime | None = None
     steps: list[StepRecord] = field(default_factory=list)
@@ -120,6 +122,7 @@ def trial_record(row, steps) -> TrialRecord:  # noqa: ANN001 - a TrialRow, its S
         error=row.error,
         error_class=row.error_class,
         error_side=getattr(row, "error_side", None),
+        error_at=getattr(row, "error_at", None),
         started_at=row.started_at,
         finished_at=row.finished_at,
         cost=row.cost,
@@ -137,6 +140,7 @@ def trial_record(row, steps) -> TrialRecord:  # noqa: ANN001 - a TrialRow, its S
                 created_at=s.created_at,
                 failure_class=getattr(s, "failure_class", None),
                 failure=getattr(s, "failure", None),
+                failure_at=getattr(s, "failure_at", None),
             )
             for s in steps
         ],

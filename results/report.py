@@ -75,6 +75,9 @@ class Failures(BaseModel):
                     "assertions; a trial can fail several)")
     model_errors: dict[str, int] = Field(
         description='scored trials ended by a model failure, by "side class" (e.g. "agent EmptyReply")')
+    agent_code: dict[str, int] = Field(default_factory=dict, description=(
+        'scored trials ended by the agent\'s own code (an exception it raised, a reply tau2 '
+        'rejects, a state passhat cannot record), by "class at file:line in function"'))
     not_evaluable: dict[str, int] = Field(description="not-evaluable trials by error class")
     causes: dict[str, int] = Field(default_factory=dict, description=(
         "of the trials below 1 with a stored diagnosis, how many had each kind of first step "
@@ -411,7 +414,8 @@ def _failures(trials: list[Any]) -> Failures:
         termination=_counts(t.termination_reason or "unknown" for t in scored),
         failed_parts=_counts(parts.elements()),
         model_errors=_counts(f"{t.error_side or 'unknown'} {t.error_class}"
-                             for t in scored if t.error_class),
+                             for t in scored if t.error_class and not getattr(t, "error_at", None)),
+        agent_code=_counts(f"{t.error_class} at {t.error_at}" for t in scored if getattr(t, "error_at", None)),
         not_evaluable=_counts(t.error_class or "unknown"
                               for t in trials if t.status == TRIAL_NOT_EVALUABLE),
         causes=_counts(cause_of(d) for d in (t.diagnosis() for t in below) if d),

@@ -165,6 +165,7 @@ def _from_tau2_simulation(sim: Any, index: int, agent_model: str, user_model: st
         record.error_class = failure.get("class")
         record.error_side = failure.get("side")
         record.error = failure.get("message")
+        record.error_at = failure.get("at")
     elif getattr(sim, "skipped", False):  # 26.3's --skip-failed-samples; 1.0.x has no such field
         record.error_class = "SkippedSample"
         record.error = "tau2 recorded this simulation as skipped: it raised an error (--skip-failed-samples)"

@@ -23,7 +23,7 @@ What a tau2 file holds for a passhat trial, and what it cannot hold:
 - the agent: `agent_info.implementation` is its name (`llm_agent`, or the `--agent`),
   `llm` and `llm_args` its model and args; its digest and the parts of its identity
   (run_identity.AgentIdentity) go beside them, under `agent_info.passhat_agent`, which
-  tau2 reads past.
+  tau2 reads past. Where the agent's own code failed goes with the failure (`at`).
 
 tau2 is imported inside functions only (it takes seconds to import).
 """
@@ -330,6 +330,7 @@ def tau2_reward_info(record: TrialRecord) -> Any:
     if record.error_class:
         info["passhat_failure"] = {
             "class": record.error_class, "side": record.error_side, "message": record.error,
+            **({"at": record.error_at} if record.error_at else {}),
         }
     basis = stored.get("reward_basis")
     return RewardInfo(
