@@ -9,8 +9,11 @@ The model calls the agent makes go through tau2's `generate`, which is routed, w
 turn runs, through passhat's own model-call path: tokens and cost are recorded with the
 step (and count against the budget), each call is a span in the trial's trace, and a
 provider's transient error fails the activity, so Temporal retries the whole turn; the
-agent never sees it as its own failure. An exception of the agent's own code ends the
-conversation as tau2 ends it: agent_error, reward 0, with its class and message."""
+agent never sees it as its own failure. The agent's own failure ends the conversation as
+tau2 ends it, agent_error with reward 0: an exception its code raises, a reply tau2
+rejects, a state passhat cannot record; the step records its class, what happened and
+where in the agent's code (failure_at). Whatever is not the agent's (a provider, the
+worker lacking what the agent needs) fails the activity instead: not evaluable."""
 
 from __future__ import annotations
 
@@ -31,8 +34,10 @@ from passhat.activities.conversation import (
     recorded_result,
 )
 from passhat.contracts import Message, StepRef, StepResult, TrialSpec
+from passhat.domains.agent_identity import failure_at, method_at
 from passhat.domains.registry import get_domain
 from passhat.domains.tau2_agents import (
+    AgentOutputError,
     AgentSetupError,
     Tau2Agent,
     from_tau2_reply,
@@ -132,7 +137,8 @@ def _route_generate(modules: list[Any]) -> None:
 class _Turn:
     message: Message | None = None
     state_json: str | None = None
-    error: BaseException | None = None  # what the agent's own code raised
+    # The agent's own failure: (class, what happened, where in its code).
+    failure: tuple[str, str, str | None] | None = None
 
 
 def _run_turn(spec: TrialSpec, rows: list[Any], calls: _TurnCalls) -> _Turn:
@@ -141,6 +147,7 @@ def _run_turn(spec: TrialSpec, rows: list[Any], calls: _TurnCalls) -> _Turn:
     history, incoming = split_turn_input([row.message_list() for row in rows])
     previous = next((row.agent_turn() for row in reversed(rows) if row.agent_state_json), None)
     state = Tau2Agent.load_state_json(previous) if previous else None
+    agent = None
     try:
         agent = Tau2Agent(spec.agent, get_domain(spec.domain), spec.task_id, spec.agent_model,
                           spec.agent_args, spec.seed)
@@ -148,11 +155,15 @@ def _run_turn(spec: TrialSpec, rows: list[Any], calls: _TurnCalls) -> _Turn:
         if state is None:
             state = agent.initial_state(history)
         reply, state, stop = agent.turn(incoming, state)
+        return _Turn(message=from_tau2_reply(reply), state_json=agent.dump_state(state, stop))
+    except AgentOutputError as err:  # what the agent returned: a reply or a state it broke
+        return _Turn(failure=(err.error_class, f"{err.error_class}: {err}", method_at(agent.agent, err.method)))
     except AgentSetupError:
         raise
     except Exception as err:  # noqa: BLE001 - the agent's own code: the conversation ends
-        return _Turn(error=err)
-    return _Turn(message=from_tau2_reply(reply), state_json=agent.dump_state(state, stop))
+        message = " ".join(str(err).split())
+        return _Turn(failure=(type(err).__name__, f"{type(err).__name__} raised by agent {spec.agent!r}: {message}",
+                              failure_at(err, spec.agent)))
 
 
 async def agent_turn(activities: Any, ref: StepRef) -> StepResult:
@@ -186,11 +197,10 @@ async def agent_turn(activities: Any, ref: StepRef) -> StepResult:
         return await activities._record_paid(
             ref, heartbeat, "assistant", [Message(role="assistant")], spec.trial_id,
             failure_class=err.error_class, failure=str(err), **paid)
-    if turn.error is not None:
-        message = secrets.redact(" ".join(str(turn.error).split()))[:1000]
+    if turn.failure is not None:  # the agent's own code ended the conversation
+        error_class, words, where = turn.failure
         return await activities._record_paid(
             ref, heartbeat, "assistant", [Message(role="assistant")], spec.trial_id,
-            failure_class=type(turn.error).__name__,
-            failure=f"agent {spec.agent!r} raised {type(turn.error).__name__}: {message}", **paid)
+            failure_class=error_class, failure=secrets.redact(words)[:1000], failure_at=where, **paid)
     return await activities._record_paid(
         ref, heartbeat, "assistant", [turn.message], spec.trial_id, agent_state_json=turn.state_json, **paid)

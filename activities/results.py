@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -27,10 +30,12 @@ from passhat.contracts import (
 )
 from passhat.domains.nl_judge import JUDGE_ERROR, judge_key, parse_verdicts
 from passhat.domains.registry import get_domain
-from passhat.domains.task_file import TaskFileError, unchanged_task_files
+from passhat.domains.task_file import TaskFileError, task_files_now
 from passhat.domains.tau2_version import GIVEN_UP, rules_for
 from passhat.infra import tracing
-from passhat.infra.store import ConfigMismatchError, Store
+from passhat.infra.store import Store
+from passhat.infra.store_tables import RunRow
+from passhat.run_identity import ConfigMismatchError, Recorded, check_attach, recorded_config, same_experiment
 
 
 class ScoreRequest(BaseModel):
@@ -56,16 +61,41 @@ class RoundState(BaseModel):
     not_evaluable: int  # its trials left not evaluable
 
 
-def record_run(store: Store, config: RunConfig):  # noqa: ANN201 - the RunRow recorded before, or None
-    """Record a run before its workflow starts, or find it again (a different
-    configuration under its id, or a task file changed since, is refused): what
-    `passhat run` and each round of a gate write first."""
-    task_files = unchanged_task_files(store, config)
-    stored = store.check_config(config)
-    store.create_run(config, config.total_trials())
-    for domain, (digest, tasks) in task_files.items():
+@dataclass
+class Attaching:
+    """A configuration checked against the run recorded under its id: that run (None for
+    a new one), and the tasks of its task files as they are now, to keep with it."""
+
+    stored: RunRow | None
+    task_files: dict[str, tuple[str, list[Any]]]
+
+
+def check_run(store: Store, config: RunConfig) -> Attaching:
+    """Read what the store holds under config's id and refuse (run_identity's
+    ConfigMismatchError, one line) a configuration that may not attach to it; nothing
+    is written. What `passhat run` checks before it asks anything, and record_run first."""
+    task_files = task_files_now(config.domains)
+    stored = store.get_run(config.run_id)
+    recorded = None
+    if stored is not None:
+        kept = {domain: (row.digest, row.tasks()) for domain, row in store.run_tasks(config.run_id).items()}
+        recorded = Recorded(config.run_id, stored.fingerprint, recorded_config(stored.config_json), kept)
+    check_attach(config, recorded, task_files)
+    return Attaching(stored, task_files)
+
+
+def record_run(store: Store, config: RunConfig, checked: Attaching | None = None) -> RunRow | None:
+    """Record a run before its workflow starts, or find it again (a configuration that
+    may not attach to it is refused): what `passhat run` and each round of a gate write
+    first. `checked`: check_run's answer, when the caller has it already. The run
+    recorded before, or None."""
+    checked = checked or check_run(store, config)
+    row = store.create_run(config, config.total_trials())
+    if checked.stored is None:  # another process may have recorded the id meanwhile
+        same_experiment(Recorded(config.run_id, row.fingerprint, recorded_config(row.config_json)), config)
+    for domain, (digest, tasks) in checked.task_files.items():
         store.keep_run_tasks(config.run_id, domain, digest, tasks)
-    return stored
+    return checked.stored
 
 
 def trial_outcomes(store: Store, run_ids: list[str]) -> dict[str, list[bool | None]]:
@@ -151,7 +181,8 @@ class ResultActivities:
         steps = self.store.steps(spec.trial_id)
         messages = [m for step in steps for m in step.message_list()]
         last = steps[-1]
-        # A conversation the model's own output ended (tau2's agent_error): say which.
+        # A conversation the model's own output, or the agent's code, ended (tau2's
+        # agent_error): say which, and where in the agent's code.
         failure = (
             (last.failure_class, "agent" if last.role == "assistant" else "user", last.failure)
             if last.failure_class
@@ -178,6 +209,7 @@ class ResultActivities:
             termination_reason=req.termination_reason,
             n_steps=req.n_steps,
             model_failure=failure,
+            error_at=last.failure_at if failure else None,
             diagnosis=diagnosis,
         )
         return self._closed(spec)

@@ -61,16 +61,17 @@ def _fail_if_known(err: Exception) -> None:
     from passhat.domains.base import DomainLoadError
     from passhat.domains.plugins import PluginError
     from passhat.domains.task_file import TaskFileError
-    from passhat.infra.store import ConfigMismatchError, StoreError
+    from passhat.infra.store import StoreError
     from passhat.infra.temporal_client import TemporalUnreachable
     from passhat.infra.temporal_server import TemporalServerError
     from passhat.results.records import ResultsError
-    from passhat.workflows.client import BudgetChangeRefused, RunEnded
+    from passhat.run_identity import ConfigMismatchError
+    from passhat.workflows.client import RunEnded
 
     if isinstance(err, TemporalServerError):
         fail(str(err))  # multi-line on purpose: it ends with the server's log excerpt
-    if isinstance(err, (UserInputError, PluginError, DomainLoadError, ResultsError, BudgetChangeRefused,
-                        ConfigMismatchError, StoreError, TemporalUnreachable, TaskFileError)):
+    if isinstance(err, (UserInputError, PluginError, DomainLoadError, ResultsError, ConfigMismatchError,
+                        StoreError, TemporalUnreachable, TaskFileError)):
         # One line: database drivers (psycopg) wrap and indent their messages.
         fail(" ".join(str(err).split()))
     if isinstance(err, RunEnded):

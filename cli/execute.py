@@ -158,11 +158,10 @@ def _announce(store, config, *, yes: bool) -> None:  # noqa: ANN001 - a Store, a
     big run on a terminal without --yes, a question. A run that exists is attached to."""
     from typer.exceptions import Abort
 
+    from passhat.activities.results import check_run
     from passhat.cli.preview import describe, needs_confirmation, run_size
-    from passhat.domains.task_file import unchanged_task_files
 
-    unchanged_task_files(store, config)  # its refusal names the tasks; check_config's would not
-    if store.check_config(config) is not None:
+    if check_run(store, config).stored is not None:
         return
     size = run_size(config)
     err_console.print(describe(config, size), highlight=False, markup=False)

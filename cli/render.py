@@ -265,9 +265,10 @@ def judge_json(step) -> dict | None:  # noqa: ANN001 - a StepRow or None
             "failure_class": step.failure_class, "failure": step.failure}
 
 
-def transcript(trial, steps, console: Console, judge=None) -> None:  # noqa: ANN001
+def transcript(trial, steps, console: Console, judge=None, agent=None) -> None:  # noqa: ANN001
     """A trial's conversation: messages, tool calls and results, the NL-assertion
-    judge's step when it had one (tau2 1.0.x), then the score."""
+    judge's step when it had one (tau2 1.0.x), then the score. `agent`: the agent that
+    played (run_identity.AgentIdentity), named with its digest."""
     console.print(
         f"[bold]{trial.trial_id}[/]\n"
         f"agent {trial.agent_model}, user {trial.user_model}, domain {trial.domain}, "
@@ -278,9 +279,15 @@ def transcript(trial, steps, console: Console, judge=None) -> None:  # noqa: ANN
         f"tokens {trial.input_tokens} in / {trial.output_tokens} out, cost ${trial.cost:.4f}",
         highlight=False,
     )
+    if agent is not None:
+        console.print(f"agent {escape(agent.words())}", highlight=False)
     if trial.error:
-        what = "not evaluable" if trial.status == TRIAL_NOT_EVALUABLE else f"{trial.error_side or 'model'} failure"
+        where = getattr(trial, "error_at", None)
+        what = ("not evaluable" if trial.status == TRIAL_NOT_EVALUABLE else
+                "the agent's own code failed" if where else f"{trial.error_side or 'model'} failure")
         console.print(f"[red]{what}: {escape(error_words(trial.error_class, trial.error))}[/]", highlight=False)
+        if where:
+            console.print(f"[red]  at {escape(where)}[/]", highlight=False)
     print_diagnosis(trial.diagnosis(), console)
     names = {"assistant": "agent", "user": "user", "tool": "tool"}
     for step in steps:

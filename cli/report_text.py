@@ -54,6 +54,8 @@ def _failure_lines(group) -> list[str]:  # noqa: ANN001
              f"  termination: {join(f.termination)}",
              f"  failed part of the reward: {join(f.failed_parts)}",
              f"  model errors: {join(f.model_errors)}"]
+    if f.agent_code:
+        lines.append(f"  the agent's own code: {join(f.agent_code)}")
     if f.causes:
         lines.append(f"  first step off the gold path: {join(f.causes)}")
     if f.not_evaluable:
@@ -69,10 +71,18 @@ def _run_header(run) -> list[str]:  # noqa: ANN001 - a RunReport
              run.tau2()]
     if run.agent != DEFAULT_AGENT:
         lines.append(f"agent: {run.agent}")
+    lines += agent_lines(run)
     lines += [f"domain {name}: {digest_line(d)}" for name, d in run.domain_digests.items()]
     if run.departures:
         lines.append("DEPARTS FROM tau2: " + "; ".join(run.departures))
     return lines
+
+
+def agent_lines(run) -> list[str]:  # noqa: ANN001 - a RunReport
+    """The agent each agent model was, with the digest of what makes it (none for a run
+    recorded before passhat measured its agent)."""
+    seen = {g.agent_model: g.agent for g in run.groups if g.agent is not None and g.agent.digest}
+    return [f"agent with {model}: {agent.words()}" for model, agent in seen.items()]
 
 
 def leaderboard_line(group) -> str | None:  # noqa: ANN001 - a GroupReport

@@ -280,6 +280,7 @@ def show(
     """Print a trial's transcript: messages, tool calls and results, the score breakdown."""
     from passhat.cli.render import judge_json, review_lines, transcript
     from passhat.results.review_report import trial_reviews_json
+    from passhat.run_identity import agent_identity
 
     check_output(output)
     store = open_store()
@@ -297,14 +298,16 @@ def show(
         trial = trial.model_copy(update={
             "n_steps": len(steps), "input_tokens": sum(s.input_tokens for s in steps),
             "output_tokens": sum(s.output_tokens for s in steps), "cost": sum(s.cost for s in steps)})
+    run = store.get_run(trial.run_id)
+    agent = None if run is None else agent_identity(run.run_config(), trial.agent_model)
     if output == "json":
         from passhat.results.jsonl import jsonl_line
 
-        print(json.dumps({**jsonl_line(trial.run_id, trial, steps),
+        print(json.dumps({**jsonl_line(trial.run_id, trial, steps, agent=agent),
                           "attempts": trial.attempts, "n_steps": trial.n_steps,
                           "judge": judge_json(judge), "diagnosis": trial.diagnosis(), "reviews": reviews}))
         return
-    transcript(trial, steps, out_console, judge=judge)
+    transcript(trial, steps, out_console, judge=judge, agent=agent)
     review_lines(reviews, out_console)
 
 

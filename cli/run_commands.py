@@ -104,11 +104,10 @@ def resume(
     from passhat.domains.plugins import load_run_plugins
 
     load_run_plugins(run_id, config.plugins, plugin)
-    if config.domain_digests is not None:
-        # The domains as they are now: start_run refuses the run if they changed.
-        from passhat.domains.digest import run_digests
+    # Its domains and agent as they are now: start_run refuses the run if they changed.
+    from passhat.domains.digest import measured_again
 
-        config = config.model_copy(update={"domain_digests": run_digests(config.domains)})
+    config = measured_again(config)
     if max_cost is not None:
         config = config.model_copy(update={"max_cost": max_cost})
     if not detach:

@@ -166,6 +166,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     --tasks) takes the first tasks of each domain."""
     from passhat.cli.preview import direct_calls
     from passhat.domains.base import UnknownDomainError
+    from passhat.domains.agent_identity import agent_digests
     from passhat.domains.digest import run_digests
     from passhat.domains.task_sets import split_variant
     from passhat.domains.plugins import load_plugins, run_plugins
@@ -262,6 +263,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         tau2_version=tau2_version,
         tau2_data=data_digest([split_variant(split_domain_name(d)[0])[0] for d in per_domain]),
         domain_digests=run_digests(list(per_domain)),
+        agent_digests=agent_digests(agent, agent_prompt),
         judge_model=judge_model,
         judge_args=judge_args,
         run_id=run_id or new_run_id(),

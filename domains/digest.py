@@ -1,6 +1,7 @@
 """What a domain is, as a run measured it: a digest of its policy, tool schemas,
 database and tasks, each apart, so a run refused after the domain changed can say which
-of them changed.
+of them changed. And how a recorded run's measured subjects (its domains, its agent:
+passhat.run_identity.MEASURED) are measured again when it is attached to.
 
 Why not tau2_version.data_digest (RunConfig.tau2_data): that one hashes the data files of
 tau2's shipped domains, which a plugin domain does not have, and it hashes them as one,
@@ -13,9 +14,12 @@ shipped ones, a plugin's registered with tau2's registry, and passhat-protocol d
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-from passhat.contracts import DOMAIN_DIGEST_PARTS as PARTS, stable_hash
+from passhat.contracts import RunConfig, stable_hash
+from passhat.domains.agent_identity import agent_digests
+from passhat.run_identity import DOMAIN_DIGEST_PARTS as PARTS
 
 
 def domain_digest(domain: Any) -> dict[str, str]:
@@ -40,6 +44,23 @@ def run_digests(names: list[str]) -> dict[str, dict[str, str]]:
     from passhat.domains.registry import get_domain
 
     return {name: domain_digest(get_domain(name)) for name in names}
+
+
+# How each subject the run's identity measures from the world (run_identity.MEASURED) is
+# measured, by the RunConfig field that records it.
+MEASURE: dict[str, Callable[[RunConfig], Any]] = {
+    "domain_digests": lambda config: run_digests(config.domains),
+    "agent_digests": lambda config: agent_digests(config.agent, config.agent_prompt),
+}
+
+
+def measured_again(config: RunConfig) -> RunConfig:
+    """A recorded run's configuration with each subject it recorded measured again, as
+    it is now: what `resume` attaches with, so that run_identity refuses a domain or an
+    agent that changed since. A subject the run was recorded without stays absent."""
+    return config.model_copy(update={
+        field: measure(config) for field, measure in MEASURE.items() if getattr(config, field) is not None
+    })
 
 
 def digest_line(digests: dict[str, str]) -> str:

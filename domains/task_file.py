@@ -13,12 +13,12 @@ file, the task and the field, and no run is created.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 from passhat.domains.input_files import first_problem, read_text
+from passhat.run_identity import tasks_digest
 
 SEPARATOR = "@"
 
@@ -58,33 +58,6 @@ def read_task_list(path: str | Path) -> list[Any]:
     if not raw:
         raise TaskFileError(f"{where} holds an empty list: give at least one task")
     return raw
-
-
-def tasks_digest(raw: list[Any]) -> str:
-    """A digest of the tasks themselves: reformatting the file, or reordering its tasks
-    or a task's keys, leaves it as it was (a run names its tasks by id); changing any
-    value changes it."""
-    canonical = sorted(_canonical(t) for t in raw)
-    return hashlib.sha256("\n".join(canonical).encode()).hexdigest()
-
-
-def _canonical(task: Any) -> str:
-    return json.dumps(task, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def differing_tasks(kept: list[Any], current: list[Any]) -> list[str]:
-    """The ids of the tasks that differ between two versions of a task file, each with
-    how ("0 (changed)", "7 (added)", "3 (removed)"), in the files' order."""
-
-    def by_id(raw: list[Any]) -> dict[str, str]:
-        return {
-            str(t.get("id") if isinstance(t, dict) else f"at index {i}"): _canonical(t)
-            for i, t in enumerate(raw)
-        }
-
-    old, new = by_id(kept), by_id(current)
-    out = [f"{i} (changed)" if i in old else f"{i} (added)" for i in new if old.get(i) != new[i]]
-    return out + [f"{i} (removed)" for i in old if i not in new]
 
 
 def validate_tasks(
@@ -198,28 +171,14 @@ def _json_type(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
-def unchanged_task_files(store, config) -> dict[str, tuple[str, list[Any]]]:  # noqa: ANN001 - a Store, a RunConfig
-    """The tasks of each task file the run reads, with their digest, as the files hold
-    them now. A run recorded before keeps the tasks it was recorded with: when a file
-    has changed since, attaching to the run (or resuming it) is refused, naming the
-    tasks that differ, before anything is written. Checked before the rest of the
-    configuration, whose task ids an added or removed task changes too."""
-    kept = store.run_tasks(config.run_id)
+def task_files_now(domains: list[str]) -> dict[str, tuple[str, list[Any]]]:
+    """The tasks each task file of a run's domains holds now, with their digest
+    (run_identity.tasks_digest), by domain name: what a run keeps when it is recorded,
+    and what run_identity compares with what it kept when it is attached to."""
     current: dict[str, tuple[str, list[Any]]] = {}
-    for domain in config.domains:
+    for domain in domains:
         path = split_domain_name(domain)[1]
-        if path is None:
-            continue
-        tasks = read_task_list(path)
-        digest = tasks_digest(tasks)
-        row = kept.get(domain)
-        if row is not None and row.digest != digest:
-            differ = differing_tasks(row.tasks(), tasks)
-            shown = ", ".join(differ[:5]) + (f" and {len(differ) - 5} more" if len(differ) > 5 else "")
-            raise TaskFileError(
-                f"task file {path} changed since run {config.run_id} recorded its tasks "
-                f"(tasks that differ: {shown or 'none by id'}); restore the file to go on with "
-                "this run, or give the changed tasks a new --run-id"
-            )
-        current[domain] = (digest, tasks)
+        if path is not None:
+            tasks = read_task_list(path)
+            current[domain] = (tasks_digest(tasks), tasks)
     return current

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import warnings
 from typing import Any
 
 from passhat.contracts import AGENT_GREETING, Message, ToolCall
@@ -22,7 +23,19 @@ from passhat.contracts import AGENT_GREETING, Message, ToolCall
 
 class AgentSetupError(Exception):
     """The agent cannot be run as asked (unknown name, a constructor passhat cannot call,
-    a state it cannot record); the message is one line saying what to change."""
+    a first state it cannot record); the message is one line saying what to change."""
+
+
+class AgentOutputError(Exception):
+    """What the agent's code returned cannot be used: a reply tau2 rejects, or a state
+    passhat cannot record. In a turn it is the agent's failure, as an exception its code
+    raises is. `error_class`: the class of the error met; `method`: the agent's method
+    that returned the value (where the failure is shown to come from)."""
+
+    def __init__(self, message: str, error_class: str, method: str) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+        self.method = method
 
 
 def _registry() -> Any:
@@ -72,6 +85,14 @@ def check_agent(name: str) -> None:
             f"--agent {name!r} runs in tau2's solo mode (no user), which passhat does not run; "
             f"choose one of: {', '.join(runnable_agents())}"
         )
+
+
+def registered_code(name: str) -> Any:
+    """What tau2's registry holds for an agent: its class (26.3) or its factory (1.0.x)."""
+    registry = _registry()
+    if _builds_by_factory(registry):
+        return registry.get_agent_factory(name)
+    return registry.get_agent_constructor(name)
 
 
 def build_agent(name: str, domain: Any, task_id: str, llm: str, llm_args: dict[str, Any]) -> Any:
@@ -132,28 +153,29 @@ class Tau2Agent:
         tau2_history = [m for m in to_tau2_messages(history) if is_valid_agent_history_message(m)]
         return self.agent.get_init_state(message_history=tau2_history)
 
-    def dump_state(self, state: Any, stop: bool = False) -> str:
+    def dump_state(self, state: Any, stop: bool = False, method: str = "generate_next_message") -> str:
         """The state as JSON text, with the class that reads it back and whether the
-        agent's turn ended the conversation. A state that is not
-        a pydantic model that survives the round trip is refused: a turn could not be
-        continued from it in another process, or after a crash."""
+        agent's turn ended the conversation. A state that is not a pydantic model that
+        survives the round trip is refused (AgentOutputError; `method` returned it): a
+        turn could not be continued from it in another process, or after a crash."""
         from pydantic import BaseModel
 
         cls = type(state)
         if not isinstance(state, BaseModel):
-            raise AgentSetupError(
+            raise AgentOutputError(
                 f"agent {self.name!r}: its state is a {cls.__module__}.{cls.__qualname__}, not a "
                 "pydantic model; passhat records the state after every turn, so get_init_state "
-                "and generate_next_message must return a pydantic BaseModel"
-            )
+                "and generate_next_message must return a pydantic BaseModel", "TypeError", method)
         try:
-            data = state.model_dump(mode="json")
+            with warnings.catch_warnings():  # pydantic warns of what the error below says
+                warnings.simplefilter("ignore")
+                data = state.model_dump(mode="json")
             text = json.dumps({"class": f"{cls.__module__}:{cls.__qualname__}", "state": data, "stop": stop})
             cls.model_validate(data)
         except Exception as err:  # noqa: BLE001 - whatever the model's serialisers raise
-            raise AgentSetupError(
+            raise AgentOutputError(
                 f"agent {self.name!r}: its state ({cls.__qualname__}) cannot be recorded: "
-                f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+                f"{_state_problem(state, err)}", type(err).__name__, method,
             ) from None
         return text
 
@@ -177,9 +199,42 @@ class Tau2Agent:
     def turn(self, message: Any, state: Any) -> tuple[Any, Any, bool]:
         """(the agent's message, its new state, whether it stops), as tau2's orchestrator
         takes a turn; what the agent raises propagates."""
+        from tau2.data_model.message import AssistantMessage
+
         reply, state = self.agent.generate_next_message(message, state)
-        reply.validate()  # tau2: an empty message ends the conversation (agent_error)
+        if not isinstance(reply, AssistantMessage):
+            raise AgentOutputError(
+                f"agent {self.name!r} replied with a {type(reply).__qualname__}, not tau2's "
+                "AssistantMessage", "TypeError", "generate_next_message")
+        try:
+            reply.validate()  # tau2: an empty message ends the conversation (agent_error)
+        except Exception as err:  # noqa: BLE001 - tau2's refusal of what the agent returned
+            raise AgentOutputError(
+                f"agent {self.name!r} replied with a message tau2 rejects: {' '.join(str(err).split())[:300]}",
+                type(err).__name__, "generate_next_message") from None
         return reply, state, bool(self.agent.is_stop(reply))
+
+
+def _state_problem(state: Any, err: Exception) -> str:
+    """Why a state does not survive its round trip, in one line. A value its fields do
+    not take (pydantic's ValidationError when it is read back) is named by where it is
+    and what it is: "messages[3] is a MultiToolMessage, which the field does not take"."""
+    from pydantic import ValidationError
+
+    words = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+    if not isinstance(err, ValidationError) or not err.errors():
+        return words
+    value, path = state, ""
+    for part in err.errors()[0]["loc"]:
+        try:
+            value = value[part] if isinstance(part, int) else getattr(value, str(part))
+        except (AttributeError, IndexError, KeyError, TypeError):
+            break
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    if not path:
+        return words
+    return (f"{path.lstrip('.')} is a {type(value).__qualname__}, which the field does not take "
+            f"({type(err).__name__}, {err.error_count()} error(s))")
 
 
 def split_turn_input(steps: list[list[Message]]) -> tuple[list[Message], Any]:
@@ -257,4 +312,7 @@ def check_runnable(name: str, domain: Any, task_id: str, llm: str, llm_args: dic
             f"agent {name!r} could not be built as tau2 builds it: {type(err).__name__}: "
             f"{' '.join(str(err).split())[:300]}"
         ) from None
-    agent.dump_state(state)
+    try:
+        agent.dump_state(state, method="get_init_state")
+    except AgentOutputError as err:  # before the run: the user's to fix, not a failure
+        raise AgentSetupError(str(err)) from None

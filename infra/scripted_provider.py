@@ -16,6 +16,9 @@ custom-provider hook, so they travel the same code path as any real provider.
   early or invents a detail. Both are planned by passhat.infra.scripted_faults from the
   trial's seed, so a bench or a test knows the ground truth; each errs on its own side
   only and plays the oracle on the other.
+- `scripted/parallel` is the oracle agent making its tool calls in parallel: each run of
+  gold actions that are the agent's goes out in one message, as a model with parallel
+  tool calls does (the answers come back together: tau2's MultiToolMessage).
 - `scripted/judge` grades tau2 1.0.x's NL assertions offline: every assertion is met.
 - `scripted/reviewer` (and its variants) reviews a trial for `passhat review`
   (passhat.infra.scripted_review).
@@ -99,13 +102,14 @@ def parse_name(name: str) -> float:
 
 def model_family(name: str) -> tuple[str, float]:
     """A scripted model name's family (oracle, judge, noisy, faulty, faulty-user) and P."""
-    if name in ("oracle", "judge") or name in scripted_review.MODELS:
+    if name in ("oracle", "judge", "parallel") or name in scripted_review.MODELS:
         return name, 1.0
     match = _MODEL.fullmatch(name)
     if match and 0.0 <= float(match.group(2)) <= 1.0:
         return match.group(1), float(match.group(2))
     raise ScriptedModelError(
-        f"unknown scripted model 'scripted/{name}': use scripted/oracle, scripted/judge, scripted/reviewer, or one "
+        f"unknown scripted model 'scripted/{name}': use scripted/oracle, scripted/parallel, scripted/judge, "
+        "scripted/reviewer, or one "
         "with 0 <= P <= 1: scripted/noisy-P (e.g. scripted/noisy-0.7), scripted/faulty-P or "
         "scripted/faulty-user-P"
     )
@@ -144,7 +148,7 @@ def _answer(task_of: TaskLookup, facts_of: FactsLookup | None, model: str, messa
         message = agent_turn(task, messages, fault)
     else:
         message = (
-            agent_turn(task, messages)
+            agent_turn(task, messages, parallel=family == "parallel")
             if agent_succeeds(success_p, seed, meta["domain"], meta["task_id"])
             else {"role": "assistant", "content": ""}
         )
@@ -202,8 +206,10 @@ def _progress(messages: list[dict]) -> int:
     return done
 
 
-def agent_turn(task: TaskInfo, messages: list[dict], fault: AgentFault | None = None) -> dict:
-    """The oracle's next turn; with a planned `fault`, the same but for that one mistake."""
+def agent_turn(task: TaskInfo, messages: list[dict], fault: AgentFault | None = None,
+               parallel: bool = False) -> dict:
+    """The oracle's next turn; with a planned `fault`, the same but for that one mistake;
+    `parallel`: a run of the agent's own gold actions as one message of several calls."""
     gold = task.gold_actions
     i = _progress(messages) + 1
     if fault is not None and fault.kind in ("skipped_write", "write_before_read") and i == fault.index:
@@ -212,6 +218,10 @@ def agent_turn(task: TaskInfo, messages: list[dict], fault: AgentFault | None = 
         c["id"] == fault.call_id() for m in messages for c in m.get("tool_calls") or []
     ):
         return _call_message(fault.call_id(), fault.action)
+    if i < len(gold) and gold[i].requestor == "assistant" and parallel:
+        run = range(i, next((j for j in range(i, len(gold)) if gold[j].requestor != "assistant"), len(gold)))
+        return {"role": "assistant", "content": None,
+                "tool_calls": [_call_message(f"gold-{j}", gold[j])["tool_calls"][0] for j in run]}
     if i < len(gold) and gold[i].requestor == "assistant":
         replaced = fault is not None and fault.kind in ("wrong_argument", "wrong_tool") and i == fault.index
         return _call_message(f"gold-{i}", fault.action if replaced else gold[i])

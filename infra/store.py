@@ -3,9 +3,10 @@
 Temporal's history holds only references; the conversations themselves live here, so a
 step activity that is retried (or a worker that crashes and resumes) must be able to write
 the same step again without duplicating it. Every write is therefore idempotent and keyed
-by the ids in passhat.contracts. It stores those contracts and imports nothing else of
-passhat but its settings; its tables are in passhat.infra.store_tables, how it connects
-in passhat.infra.store_engine.
+by the ids in passhat.contracts. It stores those contracts, and a run with the fingerprint
+passhat.run_identity gives it (whether a configuration may attach to a run is that
+module's to decide, not the store's); its tables are in passhat.infra.store_tables, how
+it connects in passhat.infra.store_engine.
 
 SQLite (a file under PASSHAT_HOME) by default, PostgreSQL when PASSHAT_DB_URL says so.
 All methods are synchronous and open one short session each: activities call them from
@@ -41,10 +42,12 @@ from passhat.contracts import (
     RunStatus,
     TaskOutcome,
     TrialSpec,
-    changed_domains,
 )
 from passhat.infra import settings
 from passhat.infra.store_engine import READ_ONLY, create_tables, make_engine
+from passhat import run_identity
+# Importable from here as before; passhat.run_identity decides what a mismatch is.
+from passhat.run_identity import ConfigMismatchError  # noqa: F401
 from passhat.infra.store_tables import (
     DISCARDED,
     RunRow,
@@ -66,10 +69,6 @@ IMPORT_SOURCE_KEY = "passhat_import"
 
 class StoreError(RuntimeError):
     """The results store cannot be used (bad URL, unwritable path, unreachable server)."""
-
-
-class ConfigMismatchError(StoreError):
-    """A run id was reused with a different experiment configuration."""
 
 
 class NotFoundError(StoreError, LookupError):
@@ -94,52 +93,6 @@ _NO_RETRY = {"retry_error": None, "retry_attempt": None, "retried_at": None}
 
 
 # ---------------------------------------------------------------------------------------
-
-
-def _as_recorded(row: RunRow, config: RunConfig) -> RunConfig:
-    """`config` as a run recorded before some of its fields existed would have it."""
-    try:
-        return config.as_recorded_by(RunConfig.model_validate_json(row.config_json))
-    except ValueError:
-        return config
-
-
-def _same_domains(row: RunRow, config: RunConfig) -> None:
-    """Refuse a run whose domains changed since it was recorded, naming the domains and
-    what of them changed (policy, tools, db, tasks): a changed domain is not a changed
-    option, and restoring it is the way back to the run."""
-    try:
-        stored = RunConfig.model_validate_json(row.config_json).domain_digests
-    except ValueError:
-        return
-    if stored is None or config.domain_digests is None:
-        return
-    changed = changed_domains(stored, config.domain_digests)
-    if changed:
-        raise ConfigMismatchError(
-            f"the domain changed since run {config.run_id!r} was recorded: {'; '.join(changed)} "
-            "differ; restore the domain to go on with this run, or use a new --run-id"
-        )
-
-
-def _config_differences(stored_json: str, new: RunConfig) -> list[str]:
-    """The fields of the run's identity (RunConfig.fingerprint) on which `new` differs
-    from the stored configuration, each with both values when they are short."""
-    try:
-        stored = RunConfig.model_validate_json(stored_json)
-    except ValueError:
-        return []
-    out = []
-    for name in RunConfig.model_fields:
-        theirs, ours = getattr(stored, name), getattr(new, name)
-        if theirs == ours or stored.model_copy(update={name: ours}).fingerprint() == stored.fingerprint():
-            continue  # equal, or a setting that is not part of the identity
-        shown = [v if isinstance(v, str) else json.dumps(v, default=str) for v in (theirs, ours)]
-        if max(map(len, shown)) <= 40:
-            out.append(f"{name}: {shown[0]} in the run, {shown[1]} now")
-        else:
-            out.append(f"{name} differs")
-    return out
 
 
 def _run_cost(s: Session, run_id: str) -> float:
@@ -206,8 +159,9 @@ class Store:
     # ---- runs ---------------------------------------------------------------------
 
     def create_run(self, config: RunConfig, total_trials: int) -> RunRow:
-        """Register a run, or find it again on resume; refuse a different config."""
-        fingerprint = config.fingerprint()
+        """Record a run with its fingerprint (passhat.run_identity), or find the one
+        recorded under its id before: the row that is there, whoever wrote it. Whether
+        `config` may attach to it is run_identity's to decide."""
         now = utc_now()
         with self._session() as s:
             s.exec(
@@ -215,7 +169,7 @@ class Store:
                 .values(
                     run_id=config.run_id,
                     config_json=config.model_dump_json(),
-                    fingerprint=fingerprint,
+                    fingerprint=run_identity.fingerprint(config),
                     status=RUN_RUNNING,
                     total_trials=total_trials,
                     created_at=now,
@@ -225,27 +179,7 @@ class Store:
             )
             row = s.get(RunRow, config.run_id)
         assert row is not None
-        self._same_experiment(row, config)
         return row
-
-    def check_config(self, config: RunConfig) -> RunRow | None:
-        """The run recorded under config's id, if any, without writing anything; refuse
-        a different configuration under that id as create_run would."""
-        row = self.get_run(config.run_id)
-        if row is not None:
-            self._same_experiment(row, config)
-        return row
-
-    @staticmethod
-    def _same_experiment(row: RunRow, config: RunConfig) -> None:
-        if row.fingerprint != config.fingerprint() and row.fingerprint != _as_recorded(row, config).fingerprint():
-            _same_domains(row, config)
-            differ = _config_differences(row.config_json, config)
-            raise ConfigMismatchError(
-                f"run {config.run_id!r} already exists with a different configuration"
-                + (f" ({'; '.join(differ)})" if differ else "")
-                + "; resume it with the same settings, or use a new --run-id"
-            )
 
     def set_run_budget(self, run_id: str, max_cost: float | None) -> None:
         """Record a new budget in the run's stored configuration (it is not part of the
@@ -353,6 +287,7 @@ class Store:
                         error=None,
                         error_class=None,
                         error_side=None,
+                        error_at=None,
                         finished_at=None,
                         attempts=TrialRow.attempts + 1,
                         **_NO_RETRY,
@@ -405,10 +340,12 @@ class Store:
         n_steps: int,
         *,
         model_failure: tuple[str, str, str] | None = None,
+        error_at: str | None = None,
         diagnosis: dict[str, Any] | None = None,
     ) -> TrialRow:
         """Score a trial. `model_failure` is (class, side, message) when the model's
-        own output ended the conversation; `diagnosis`, a failed trial's diagnosis."""
+        output, or the agent's own code, ended the conversation, and `error_at` where in
+        the agent's code; `diagnosis`, a failed trial's diagnosis."""
         error_class, error_side, error = model_failure or (None, None, None)
         return self._finish(
             trial_id,
@@ -422,6 +359,7 @@ class Store:
                 "error": error,
                 "error_class": error_class,
                 "error_side": error_side,
+                "error_at": error_at,
                 "diagnosis_json": None if diagnosis is None else json.dumps(diagnosis, default=str),
             },
         )
@@ -460,6 +398,7 @@ class Store:
                 "error": error,
                 "error_class": error_class,
                 "error_side": None,
+                "error_at": None,
                 "n_steps": n_steps,
                 "termination_reason": termination_reason,
             },
@@ -592,6 +531,7 @@ class Store:
         finish_reason: str | None = None,
         failure_class: str | None = None,
         failure: str | None = None,
+        failure_at: str | None = None,
         agent_state_json: str | None = None,
     ) -> bool:
         """Write a step once. Returns False when (trial, step) was already recorded: the
@@ -616,6 +556,7 @@ class Store:
                     finish_reason=finish_reason,
                     failure_class=failure_class,
                     failure=failure,
+                    failure_at=failure_at,
                     agent_state_json=agent_state_json,
                     created_at=utc_now(),
                 )

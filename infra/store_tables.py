@@ -80,6 +80,9 @@ class TrialRow(SQLModel, table=True):
     error: str | None = Field(default=None, sa_type=Text)
     error_class: str | None = None
     error_side: str | None = None  # "agent" | "user"
+    # Where in the agent's own code its failure happened ("my_agents.py:41 in
+    # generate_next_message"), for an agent of tau2's registry whose code ended the trial.
+    error_at: str | None = None
     n_steps: int = 0
     input_tokens: int = Field(default=0, sa_type=BigInteger)
     output_tokens: int = Field(default=0, sa_type=BigInteger)
@@ -124,6 +127,8 @@ class StepRow(SQLModel, table=True):
     # A model failure this step ended the conversation with (passhat.contracts).
     failure_class: str | None = None
     failure: str | None = Field(default=None, sa_type=Text)
+    # Where in the agent's own code, when its code (not its model) failed the step.
+    failure_at: str | None = None
     # The turn of an agent from tau2's registry (--agent): its state after the turn and
     # whether it stopped, as JSON ({"class", "state", "stop"}); the next turn starts from it.
     agent_state_json: str | None = Field(default=None, sa_type=Text)
@@ -145,7 +150,7 @@ class RunTasksRow(SQLModel, table=True):
 
     run_id: str = Field(primary_key=True)
     domain: str = Field(primary_key=True)  # "airline@/path/tasks.json"
-    digest: str  # of the tasks, not of the file's bytes (domains.task_file.tasks_digest)
+    digest: str  # of the tasks, not of the file's bytes (passhat.run_identity.tasks_digest)
     tasks_json: str = Field(sa_type=Text)
 
     def tasks(self) -> list[Any]:

@@ -280,30 +280,9 @@ class TrialSettings(BaseModel):
         return out
 
 
-# RunConfig fields passhat began to record after runs already existed. A stored run
-# without a tau2_version was made on tau2 26.3, the only tau2 passhat ran on before;
-# tau2_data is also None for a run whose domains have no tau2 data (plugins' own).
-RECORDED_LATER = ("tau2_version", "tau2_data", "judge_model")
-
-# What RunConfig.domain_digests holds per domain (domains/digest.py), in the order a
-# refusal names the parts that changed.
-DOMAIN_DIGEST_PARTS = ("policy", "tools", "db", "tasks")
-
-
-def changed_domains(recorded: dict[str, dict[str, str]], current: dict[str, dict[str, str]]) -> list[str]:
-    """What differs between two runs' domain digests, in words: "airline (policy, db)"
-    per domain that changed."""
-    out = []
-    for name in sorted(set(recorded) | set(current)):
-        old, new = recorded.get(name, {}), current.get(name, {})
-        parts = [p for p in DOMAIN_DIGEST_PARTS if old.get(p) != new.get(p)]
-        if parts:
-            out.append(f"{name} ({', '.join(parts)})")
-    return out
-
-
 class RunConfig(TrialSettings):
-    """What a user asked for. Two runs with the same id must have the same config."""
+    """What a user asked for. Two runs with the same id must be the same experiment
+    (passhat.run_identity says what that is)."""
 
     run_id: str
     agent_models: list[str]
@@ -334,35 +313,10 @@ class RunConfig(TrialSettings):
     # (domains/digest.py), for every kind of domain: a run attached to after its domain
     # changed is refused, naming what changed. None: recorded before passhat kept it.
     domain_digests: dict[str, dict[str, str]] | None = None
-
-    def as_recorded_by(self, stored: "RunConfig") -> "RunConfig":
-        """This configuration without the fields `stored` (a run recorded before they
-        existed) lacks, so the two compare on what both record: the domain digests
-        always, the RECORDED_LATER fields only while this one is on tau2 26.3 too."""
-        update: dict[str, Any] = {}
-        if stored.domain_digests is None:
-            update["domain_digests"] = None
-        if stored.tau2_version is None and (self.tau2_version or "26.3").split(".")[0] == "26":
-            update.update({name: None for name in RECORDED_LATER})
-        return self.model_copy(update=update) if update else self
-
-    def fingerprint(self) -> str:
-        """Identity of the experiment, used to refuse a different config under one run id.
-        Concurrency, retry settings, provider caps, the budget and the task order change
-        how it runs, not what it measures. Per-model args, the agent, its prompt and the
-        timeout count only when a run has them, so a run stored before they existed keeps
-        its fingerprint."""
-        exclude = {"concurrency", "retry", "provider_limits", "max_cost", "expected_calls"}
-        for name in ("agent_model_args", "agent", "agent_prompt", "plugins", "timeout", "rejudge", "curtail"):
-            if not getattr(self, name):  # absent from runs stored before it existed
-                exclude.add(name)
-        for recorded_later in (*RECORDED_LATER, "domain_digests"):
-            if getattr(self, recorded_later) is None:
-                exclude.add(recorded_later)
-        if self.judge_model is None:
-            exclude.add("judge_args")
-        body = self.model_dump(mode="json", exclude=exclude)
-        return stable_hash(json.dumps(body, sort_keys=True))
+    # What makes the run's agent (domains/agent_identity.py), {agent name: {part:
+    # digest}}: a plugin agent's module sources, the prompt of tau2's LLM agent. An agent
+    # changed since is refused like a domain. None: recorded before passhat kept it.
+    agent_digests: dict[str, dict[str, str]] | None = None
 
     def trials_label(self) -> str:
         """A task's trials, in words: a curtailed round's stop early."""

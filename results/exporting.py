@@ -20,6 +20,7 @@ from passhat.results.records import ResultsError, ResultsFileError, trial_record
 from passhat.results.report import tau2_words
 from passhat.results.tau2_writer import to_tau2_results, written_to_tau2
 from passhat.results.tau_bench import TAU_BENCH_PREFIX
+from passhat.run_identity import agent_identity
 
 EXPORT_FORMATS = ("tau2", "jsonl")
 # A run in these states has all the trials it will ever have.
@@ -107,6 +108,7 @@ def _tau2_files(config: RunConfig, rows, steps, partial: bool,  # noqa: ANN001
                                + tau2_words(config.tau2_version, config.tau2_data, imported),
                     kept_tasks=kept.get(domain),
                     reviews=reviews,
+                    agent=agent_identity(config, model),
                 )
             except ResultsFileError as err:
                 raise ResultsError(f"cannot export run {config.run_id}: {err}") from None
@@ -121,7 +123,9 @@ def _jsonl_files(config: RunConfig, rows, steps, partial: bool,  # noqa: ANN001
     tau2 = {"tau2_version": config.tau2_version, "tau2_data": config.tau2_data}
     digests = config.domain_digests or {}
     # Each trial's LLM reviews (`passhat review`), by every judge that reviewed it.
-    lines = [json.dumps({**jsonl_line(config.run_id, r, steps.get(r.trial_id, []), digests.get(r.domain)), **tau2,
+    agents = {model: agent_identity(config, model) for model in config.agent_models}
+    lines = [json.dumps({**jsonl_line(config.run_id, r, steps.get(r.trial_id, []), digests.get(r.domain),
+                                      agents.get(r.agent_model)), **tau2,
                          "reviews": reviews.get(r.trial_id, [])})
              for r in rows]
     name = f"{_slug(config.run_id)}{'.partial' if partial else ''}.jsonl"

@@ -9,6 +9,7 @@ the files' contents: importing the same files again changes nothing.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from typing import Any
 
 from passhat import metrics
 from passhat.contracts import (
+    DEFAULT_AGENT,
     RUN_ID_PATTERN,
     RUN_ID_RULE,
     TRIAL_SCORED,
@@ -176,7 +178,26 @@ def _merged_config(run_id: str, files) -> RunConfig:  # noqa: ANN001 - ResultsFi
         # Named by passhat's own export: kept when every file names the same.
         tau2_version=_same(f.tau2_version for f in files),
         tau2_data=_same(f.tau2_data for f in files),
+        **_agent(files),
     )
+
+
+def _agent(files) -> dict[str, Any]:  # noqa: ANN001 - ResultsFiles
+    """The run's agent, as the files name it (tau2's agent_info.implementation; a
+    tau-bench file names none): one agent for a run, with the parts of its identity
+    when passhat's export wrote them and every file agrees on them."""
+    named = [f for f in files if f.agent is not None]
+    agents = {f.agent for f in named}
+    if len(agents) > 1:
+        a, b = (next(f for f in named if f.agent == name) for name in sorted(agents)[:2])
+        raise ResultsError(f"{a.path} and {b.path} hold different agents ({a.agent} and {b.agent}); "
+                           "a passhat run has one: import them separately")
+    name = agents.pop() if agents else DEFAULT_AGENT
+    parts = _same(json.dumps(f.agent_parts, sort_keys=True) for f in files)
+    return {
+        "agent": None if name == DEFAULT_AGENT else name,
+        "agent_digests": None if parts in (None, "null") else {name: json.loads(parts)},
+    }
 
 
 def _same(values) -> Any:  # noqa: ANN001 - an iterable
@@ -203,6 +224,7 @@ def _trial_values(trial_id: str, f, record) -> dict[str, Any]:  # noqa: ANN001 -
         "error": record.error,
         "error_class": record.error_class,
         "error_side": record.error_side,
+        "error_at": record.error_at,
         "n_steps": max(0, len(record.steps) - 1),
         "input_tokens": record.total_tokens()[0],
         "output_tokens": record.total_tokens()[1],
@@ -225,6 +247,7 @@ def _step_values(trial_id: str, step) -> dict[str, Any]:  # noqa: ANN001 - a Ste
         "created_at": step.created_at,
         "failure_class": step.failure_class,
         "failure": step.failure,
+        "failure_at": step.failure_at,
     }
 
 

@@ -8,14 +8,18 @@ from datetime import datetime
 from typing import Any
 
 from passhat.results.records import aware
+from passhat.run_identity import AgentIdentity
 
 
-def jsonl_line(run_id: str, row, steps, domain_digest: dict[str, str] | None = None) -> dict[str, Any]:  # noqa: ANN001 - a TrialRow, its StepRows
+def jsonl_line(run_id: str, row, steps, domain_digest: dict[str, str] | None = None,  # noqa: ANN001 - a TrialRow, its StepRows
+               agent: AgentIdentity | None = None) -> dict[str, Any]:
     """One trial in the JSON-lines export, with the digest of its domain as the run
-    measured it (RunConfig.domain_digests; None for a run recorded before them)."""
+    measured it (RunConfig.domain_digests; None for a run recorded before them) and the
+    agent that played it (run_identity.agent_identity; None: not known here)."""
     return {
         "run_id": run_id,
         "trial_id": row.trial_id,
+        "agent": None if agent is None else agent.model_dump(),
         "agent_model": row.agent_model,
         "user_model": row.user_model,
         "domain": row.domain,
@@ -29,6 +33,7 @@ def jsonl_line(run_id: str, row, steps, domain_digest: dict[str, str] | None = N
         "error_class": row.error_class,
         "error_side": getattr(row, "error_side", None),
         "error": row.error,
+        "error_at": getattr(row, "error_at", None),
         "cost": row.cost,
         "tokens": {"input": row.input_tokens, "output": row.output_tokens},
         "started_at": _iso(row.started_at),

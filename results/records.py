@@ -18,6 +18,9 @@ TAU_BENCH_FORMAT = "tau-bench"
 # Key in a tau2 simulation's reward_info.info holding the trial's token and cost totals,
 # when its messages do not add up to them (tau2_writer).
 TOTALS_KEY = "passhat_totals"
+# Key in a tau2 file's info.agent_info holding what passhat measured of the agent: its
+# digest and the parts of its identity (run_identity.AgentIdentity). tau2 reads past it.
+AGENT_KEY = "passhat_agent"
 
 
 class ResultsError(ValueError):
@@ -42,6 +45,7 @@ class StepRecord:
     created_at: datetime | None = None
     failure_class: str | None = None
     failure: str | None = None
+    failure_at: str | None = None  # where in the agent's own code it failed
 
 
 @dataclass
@@ -56,6 +60,7 @@ class TrialRecord:
     error: str | None = None
     error_class: str | None = None
     error_side: str | None = None
+    error_at: str | None = None  # where in the agent's own code it failed
     started_at: datetime | None = None
     finished_at: datetime | None = None
     steps: list[StepRecord] = field(default_factory=list)
@@ -97,6 +102,10 @@ class ResultsFile:
     # The tau2 version and data digest passhat's own export names (None: not named).
     tau2_version: str | None = None
     tau2_data: str | None = None
+    # The agent's name (tau2's agent_info.implementation) and, from passhat's own
+    # export, the parts of its identity (run_identity.AgentIdentity; None: not named).
+    agent: str | None = None
+    agent_parts: dict[str, str] | None = None
 
 
 def trial_record(row, steps) -> TrialRecord:  # noqa: ANN001 - a TrialRow, its StepRows
@@ -113,6 +122,7 @@ def trial_record(row, steps) -> TrialRecord:  # noqa: ANN001 - a TrialRow, its S
         error=row.error,
         error_class=row.error_class,
         error_side=getattr(row, "error_side", None),
+        error_at=getattr(row, "error_at", None),
         started_at=row.started_at,
         finished_at=row.finished_at,
         cost=row.cost,
@@ -130,6 +140,7 @@ def trial_record(row, steps) -> TrialRecord:  # noqa: ANN001 - a TrialRow, its S
                 created_at=s.created_at,
                 failure_class=getattr(s, "failure_class", None),
                 failure=getattr(s, "failure", None),
+                failure_at=getattr(s, "failure_at", None),
             )
             for s in steps
         ],

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from passhat import metrics
 from passhat.results.divergence import CauseChange, TaskDivergence, cause_changes, cause_of, run_divergences
 from passhat.results.records import ResultsError
+from passhat.run_identity import AgentIdentity, agent_identity
 from passhat.contracts import (
     DEFAULT_AGENT,
     TRIAL_CANCELLED,
@@ -74,6 +75,9 @@ class Failures(BaseModel):
                     "assertions; a trial can fail several)")
     model_errors: dict[str, int] = Field(
         description='scored trials ended by a model failure, by "side class" (e.g. "agent EmptyReply")')
+    agent_code: dict[str, int] = Field(default_factory=dict, description=(
+        'scored trials ended by the agent\'s own code (an exception it raised, a reply tau2 '
+        'rejects, a state passhat cannot record), by "class at file:line in function"'))
     not_evaluable: dict[str, int] = Field(description="not-evaluable trials by error class")
     causes: dict[str, int] = Field(default_factory=dict, description=(
         "of the trials below 1 with a stored diagnosis, how many had each kind of first step "
@@ -127,6 +131,9 @@ class GroupReport(BaseModel):
     output_tokens_per_trial: float | None
     failures: Failures
     task_results: list[TaskReport]
+    agent: AgentIdentity | None = Field(default=None, description=(
+        "the agent that played with this agent model: its name, the digest of what makes "
+        "it (null for a run recorded before passhat measured it) and its parts"))
 
     def k(self) -> str | None:
         """The largest k with a pass^k, as a key."""
@@ -305,9 +312,9 @@ def _run_report(store, run_id: str) -> RunReport:  # noqa: ANN001
             task_ids = list(config.task_ids.get(domain, []))
             task_ids += [t for t in dict.fromkeys(t.task_id for t in trials) if t not in task_ids]
             k = config.trials
-        groups.append(_group_report(run_id, agent, user, domain, task_ids, k, trials,
-                                    {t: d for (a, u, dm, t), d in divergences.items()
-                                     if (a, u, dm) == (agent, user, domain)}))
+        group = _group_report(run_id, agent, user, domain, task_ids, k, trials,
+                              {t: d for (a, u, dm, t), d in divergences.items() if (a, u, dm) == (agent, user, domain)})
+        groups.append(group.model_copy(update={"agent": agent_identity(config, agent)}))
     statuses = Counter(t.status for t in rows)
     expected = len(rows) if imported else max(row.total_trials, len(rows))
     completeness = _completeness(row.status, expected, statuses, len(rows))
@@ -407,7 +414,8 @@ def _failures(trials: list[Any]) -> Failures:
         termination=_counts(t.termination_reason or "unknown" for t in scored),
         failed_parts=_counts(parts.elements()),
         model_errors=_counts(f"{t.error_side or 'unknown'} {t.error_class}"
-                             for t in scored if t.error_class),
+                             for t in scored if t.error_class and not getattr(t, "error_at", None)),
+        agent_code=_counts(f"{t.error_class} at {t.error_at}" for t in scored if getattr(t, "error_at", None)),
         not_evaluable=_counts(t.error_class or "unknown"
                               for t in trials if t.status == TRIAL_NOT_EVALUABLE),
         causes=_counts(cause_of(d) for d in (t.diagnosis() for t in below) if d),

@@ -17,6 +17,7 @@ from passhat.domains.tau2_data import default_tasks, quiet_tau2
 from passhat.domains.tau2_version import GIVEN_UP
 from passhat.infra.secrets import without_secrets
 from passhat.results.records import (
+    AGENT_KEY,
     TOTALS_KEY,
     TAU2_FORMAT,
     ResultsFile,
@@ -84,6 +85,7 @@ def read_tau2(where: str, data: dict[str, Any]) -> ResultsFile:
         max_errors=info.max_errors,
         records=records,
         **_passhat_tau2(info.git_commit),
+        **_agent(info.agent_info.implementation, data["info"].get("agent_info")),
     )
 
 
@@ -163,6 +165,7 @@ def _from_tau2_simulation(sim: Any, index: int, agent_model: str, user_model: st
         record.error_class = failure.get("class")
         record.error_side = failure.get("side")
         record.error = failure.get("message")
+        record.error_at = failure.get("at")
     elif getattr(sim, "skipped", False):  # 26.3's --skip-failed-samples; 1.0.x has no such field
         record.error_class = "SkippedSample"
         record.error = "tau2 recorded this simulation as skipped: it raised an error (--skip-failed-samples)"
@@ -184,6 +187,15 @@ def _parse_time(value: str | None) -> datetime | None:
         return aware(datetime.fromisoformat(value))
     except ValueError:
         return None
+
+
+def _agent(name: str, raw: Any) -> dict[str, Any]:
+    """The agent a file names: its name, and the parts of its identity passhat's own
+    export writes beside tau2's fields (AGENT_KEY)."""
+    measured = raw.get(AGENT_KEY) if isinstance(raw, dict) else None
+    parts = measured.get("parts") if isinstance(measured, dict) else None
+    ok = isinstance(parts, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in parts.items())
+    return {"agent": name, "agent_parts": parts if ok else None}
 
 
 # passhat's export names the tau2 a run was made with in the free-text version field

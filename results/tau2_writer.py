@@ -20,6 +20,10 @@ What a tau2 file holds for a passhat trial, and what it cannot hold:
 - other not-evaluable trials have no tau2 equivalent and are left out (they are left out
   of pass^k too).
 - model arguments lose every secret (infra.secrets): keys come from the environment.
+- the agent: `agent_info.implementation` is its name (`llm_agent`, or the `--agent`),
+  `llm` and `llm_args` its model and args; its digest and the parts of its identity
+  (run_identity.AgentIdentity) go beside them, under `agent_info.passhat_agent`, which
+  tau2 reads past. Where the agent's own code failed goes with the failure (`at`).
 
 tau2 is imported inside functions only (it takes seconds to import).
 """
@@ -31,14 +35,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from passhat.contracts import AGENT_GREETING, TRIAL_NOT_EVALUABLE, TRIAL_SCORED, Message
+from passhat.contracts import AGENT_GREETING, DEFAULT_AGENT, TRIAL_NOT_EVALUABLE, TRIAL_SCORED, Message
 from passhat.domains.input_files import first_problem
 from passhat.domains.tau2_catalog import is_tau2_domain
 from passhat.domains.tau2_data import default_tasks, quiet_tau2
 from passhat.domains.tau2_messages import answered_calls
 from passhat.domains.tau2_version import GIVEN_UP
 from passhat.infra.secrets import without_secrets
-from passhat.results.records import TOTALS_KEY, ResultsFileError, StepRecord, TrialRecord, aware
+from passhat.results.records import AGENT_KEY, TOTALS_KEY, ResultsFileError, StepRecord, TrialRecord, aware
+from passhat.run_identity import AgentIdentity
 
 
 def written_to_tau2(status: str, termination_reason: str | None) -> bool:
@@ -93,13 +98,15 @@ def to_tau2_results(
     git_commit: str = "unknown",
     kept_tasks: list[Any] | None = None,
     reviews: dict[str, dict[str, str]] | None = None,
+    agent: AgentIdentity | None = None,
 ) -> str:
     """One tau2 Results file (JSON text) for one agent model on one domain. Only scored
     trials are written. The text is loaded back with tau2's Results model before it is
     returned, so what is written is what tau2 reads. `reviews`: trial id -> what tau2
     1.0.x's reviewer made of it, by SimulationRun field ("review": its Review as JSON,
     "auth_classification": its AuthenticationClassification as JSON), written where tau2
-    writes them."""
+    writes them. `agent`: the agent that played (its name is agent_info's implementation;
+    its digest and parts go beside, under AGENT_KEY)."""
     quiet_tau2()
     from tau2.data_model.simulation import AgentInfo, Info, Results, UserInfo
     from tau2.run import get_environment_info
@@ -120,7 +127,8 @@ def to_tau2_results(
             global_simulation_guidelines=get_global_user_sim_guidelines(),
         ),
         agent_info=AgentInfo(
-            implementation="llm_agent", llm=agent_model, llm_args=without_secrets(agent_args)
+            implementation=agent.name if agent is not None else DEFAULT_AGENT, llm=agent_model,
+            llm_args=without_secrets(agent_args),
         ),
         environment_info=get_environment_info(base, include_tool_info=False),
         seed=seed,
@@ -132,6 +140,10 @@ def to_tau2_results(
     ]
     results = Results(info=info, tasks=tau2_tasks(domain, task_ids, kept_tasks), simulations=simulations)
     text = results.model_dump_json(indent=2)
+    if agent is not None and agent.digest is not None:  # tau2's AgentInfo has no field for it
+        body = json.loads(text)
+        body["info"]["agent_info"][AGENT_KEY] = {"digest": agent.digest, "parts": agent.parts}
+        text = json.dumps(body, indent=2, ensure_ascii=False)
     try:
         Results.model_validate_json(text)
     except ValueError as err:  # a bug: say what, rather than write a file tau2 refuses
@@ -318,6 +330,7 @@ def tau2_reward_info(record: TrialRecord) -> Any:
     if record.error_class:
         info["passhat_failure"] = {
             "class": record.error_class, "side": record.error_side, "message": record.error,
+            **({"at": record.error_at} if record.error_at else {}),
         }
     basis = stored.get("reward_basis")
     return RewardInfo(

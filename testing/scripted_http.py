@@ -228,7 +228,7 @@ class ScriptedResponder:
         def agent(index: _DomainIndex, task: TaskInfo) -> dict:
             if not noisy_succeeds(model, seed, index.name, task.id):
                 return {"role": "assistant", "content": ""}
-            return scripted_provider.agent_turn(task, messages)
+            return scripted_provider.agent_turn(task, messages, parallel=model.rsplit("/", 1)[-1] == "parallel")
 
         return self._unique(self._agent_candidates(system, messages), agent)
 

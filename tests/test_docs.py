@@ -11,7 +11,8 @@ What a block is, by its fence's language tag (every fence must have one):
   * a block right under a line that starts `*Not run by the docs test:` is not run; the
     line says why, visibly, on the page.
 Indented code blocks are not used for commands (the test refuses a page with one that
-starts with `passhat`).
+starts with `passhat`). No trial of the docs' runs may end in a failure of the agent's own
+code (`error_at`): an example agent works as shown.
 
 Every page shares one embedded Temporal server (on free ports) and one results store,
 README.md first, so a page may read a run the README made (docs/results.md reports the
@@ -26,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -170,3 +172,15 @@ def test_page_runs_as_written(page, docs_env):
         assert done.returncode == 0, (
             f"{page}:{block.line}: the block exited {done.returncode}\n--- stdout (end)\n{done.stdout[-3000:]}"
             f"\n--- stderr (end)\n{done.stderr[-3000:]}")
+        assert agent_code_failures(work) == [], f"{page}:{block.line}: an example's agent failed in its own code"
+
+
+def agent_code_failures(work: Path) -> list[tuple[str, str, str]]:
+    """(trial, error, where) of every trial the docs' runs recorded as ended by the
+    agent's own code: an example agent must work as shown (docs/agents.md's, with a
+    model that makes parallel tool calls), and its failure would only lower a pass^k."""
+    db = work.parent / "home" / "results.db"
+    if not db.exists():
+        return []
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT trial_id, error, error_at FROM trials WHERE error_at IS NOT NULL").fetchall()

@@ -25,11 +25,8 @@ from passhat.contracts import (
     RunConfig,
     RunSummary,
 )
-
-
-class BudgetChangeRefused(Exception):
-    """A run was asked for a budget other than its own in a way that cannot apply it;
-    the message says how to give the run a new budget."""
+# BudgetChangeRefused is importable from here as before.
+from passhat.run_identity import BudgetChangeRefused, ConfigMismatchError, budget_refusal  # noqa: F401 - (BudgetChangeRefused)
 
 
 class RunEnded(Exception):
@@ -45,23 +42,25 @@ async def start_run(
     resume: bool = False,
 ) -> WorkflowHandle:
     """Start the run's workflow, or attach to it when it is running. A new run whose id
-    was used before attaches to that run (same configuration) or is refused by the store
-    (different configuration); `resume` starts a closed run's workflow again, and the
+    was used before attaches to that run (the same experiment) or is refused, naming what
+    differs (passhat.run_identity); `resume` starts a closed run's workflow again, and the
     trials already scored return at once. If the workflow cannot be started, the run
     record this call created is removed again, so nothing half-written is left behind.
     The run goes to the task queue of its plugin set unless `task_queue` says another."""
     # Imported here: the workflow modules load the activities and what they use, which
     # the commands that only read a run's status must not wait for.
     from passhat.workflows.run import RunRequest, RunWorkflow
-    from passhat.activities.results import record_run
-    from passhat.domains.task_file import unchanged_task_files
+    from passhat.activities.results import check_run, record_run
 
-    unchanged_task_files(store, config)  # refused before anything is written
-    stored = store.check_config(config)
+    checked = check_run(store, config)  # refused before anything is written
+    stored = checked.stored
     existed = stored is not None
     if stored is not None:
-        await _check_budget_change(client, stored.run_config(), config, resume)
-    record_run(store, config)
+        running = resume and await _workflow_running(client, config.run_id)
+        refusal = budget_refusal(stored.run_config(), config, resume=resume, running=running)
+        if refusal is not None:
+            raise refusal
+    record_run(store, config, checked)
     try:
         handle = await client.start_workflow(
             RunWorkflow.run,
@@ -94,7 +93,6 @@ async def start_rounds(client: Client, store, req, task_queue: str | None = None
     running, or finished (its result is its record). One that failed, was cancelled or
     terminated starts again and reads back the rounds it recorded. The same id with
     another measurement, or used by a plain run, is refused."""
-    from passhat.infra.store import ConfigMismatchError
     from passhat.workflows.rounds import RoundsWorkflow
 
     run_id = req.config.run_id
@@ -126,7 +124,6 @@ async def start_review(client: Client, req, task_queue: str) -> WorkflowHandle: 
     """Start a run's review (workflows/review.py), or attach to the one running with the
     same judge. A finished one starts again: it plans from the store, so it reviews only
     what is left. Another review of the run still running is refused (one at a time)."""
-    from passhat.infra.store import ConfigMismatchError
     from passhat.workflows.review import ReviewWorkflow
 
     key = req.review_key()
@@ -144,31 +141,12 @@ async def start_review(client: Client, req, task_queue: str) -> WorkflowHandle: 
     return handle
 
 
-def describe_budget(max_cost: float | None) -> str:
-    return "no budget" if max_cost is None else f"a budget of {max_cost:g} USD"
-
-
-async def _check_budget_change(client: Client, stored: RunConfig, config: RunConfig, resume: bool) -> None:
-    """The budget is not part of what a run measures, but the run's workflow holds it:
-    a run takes a new one through resume, once its workflow has stopped."""
-    if stored.max_cost == config.max_cost:
-        return
-    run_id = config.run_id
-    if not resume:
-        raise BudgetChangeRefused(
-            f"run {run_id} exists with {describe_budget(stored.max_cost)}; "
-            f"`passhat resume {run_id} --max-cost USD` continues it with another"
-        )
+async def _workflow_running(client: Client, run_id: str) -> bool:
     try:
         status = (await client.get_workflow_handle(run_id).describe()).status
     except RPCError:  # no workflow left (e.g. past the namespace's retention): not running
-        status = None
-    if status == WorkflowExecutionStatus.RUNNING:
-        raise BudgetChangeRefused(
-            f"run {run_id} is running with {describe_budget(stored.max_cost)}: a new budget "
-            f"applies once it has stopped (`passhat cancel {run_id}`, then "
-            f"`passhat resume {run_id} --max-cost USD`)"
-        )
+        return False
+    return status == WorkflowExecutionStatus.RUNNING
 
 
 class Eta:

@@ -51,13 +51,14 @@ class RoundsRequest(BaseModel):
     fixed_trials: int  # trials per task of the fixed design the record is compared with
 
     def fingerprint(self) -> str:
-        """What the rounds measure: the experiment (RunConfig.fingerprint), the
+        """What the rounds measure: the experiment (run_identity.fingerprint), the
         measurement and the seeds. A command that attaches to them must say the same."""
         from passhat.contracts import stable_hash
+        from passhat.run_identity import fingerprint
 
         # whole_blocks counts only when set: rounds recorded before it existed keep theirs.
         measure = self.measure.model_dump_json(exclude=set() if self.measure.whole_blocks else {"whole_blocks"})
-        return stable_hash(f"{self.config.fingerprint()}/{measure}/{self.seed_offset}")
+        return stable_hash(f"{fingerprint(self.config)}/{measure}/{self.seed_offset}")
 
     def tasks(self) -> list[str]:
         return [f"{d}/{t}" for d in self.config.domains for t in self.config.task_ids[d]]

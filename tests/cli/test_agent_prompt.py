@@ -7,6 +7,7 @@ from __future__ import annotations
 from passhat.activities.conversation import ConversationActivities
 from passhat.contracts import StepRef, prompt_digest
 from passhat.domains.registry import get_domain
+from passhat.run_identity import fingerprint
 from tests.runs import config
 
 TEMPLATE = 'Be brief. Examples look like {"a": 1}.\n<policy>\n{policy}\n</policy>\n'
@@ -18,7 +19,7 @@ def test_the_prompt_is_held_by_the_run_and_is_the_agents_system_prompt(tmp_path,
     cfg = config(task_ids=["1"], agent_prompt=str(path))
     path.write_text("edited later {policy}")  # the run keeps what it read
     assert cfg.agent_prompt == TEMPLATE
-    assert cfg.fingerprint() != cfg.model_copy(update={"agent_prompt": None}).fingerprint()
+    assert fingerprint(cfg) != fingerprint(cfg.model_copy(update={"agent_prompt": None}))
     assert cfg.agent_label() == f"llm_agent, prompt sha256:{prompt_digest(TEMPLATE)}"
     spec = cfg.units()[0].trial(0)
     _, system, tools = ConversationActivities(sqlite_store)._prompt(StepRef(trial=spec, step=1), "assistant", [])

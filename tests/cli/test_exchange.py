@@ -370,7 +370,7 @@ def test_export_of_an_unfinished_run_needs_partial_and_keeps_secrets_out(tmp_pat
     expected_keys = {"run_id", "trial_id", "agent_model", "user_model", "domain", "task_id", "trial",
                      "seed", "status", "reward", "termination_reason", "error_class", "error_side",
                      "error", "cost", "tokens", "started_at", "finished_at", "reward_info", "messages",
-                     "domain_digest", "tau2_version", "tau2_data", "reviews"}
+                     "domain_digest", "tau2_version", "tau2_data", "reviews", "agent", "error_at"}
     assert all(set(t) == expected_keys for t in trials)
     lost = trials[2]
     assert (lost["error_class"], lost["reward"], lost["tokens"]) == ("RateLimitError", None, {"input": 10, "output": 2})

@@ -18,6 +18,7 @@ from passhat.cli.preview import RunSize, describe, direct_calls, needs_confirmat
 from passhat.contracts import RunConfig
 from passhat.domains.registry import get_domain
 from passhat.domains.tau2_version import installed_rules
+from passhat.run_identity import fingerprint
 
 GOOD = """
 run_id = "sweep-1"
@@ -295,7 +296,7 @@ def test_a_timeout_is_part_of_the_run_and_the_flag_overrides_the_file(tmp_path):
     config = build_config(sweep_config.merge(sweep, RunOptions(), set()))
     assert config.timeout == 30.0
     untimed = config.model_copy(update={"timeout": None})
-    assert config.fingerprint() != untimed.fingerprint()
+    assert fingerprint(config) != fingerprint(untimed)
     config = build_config(sweep_config.merge(sweep, RunOptions(timeout=5.5), {"timeout"}))
     assert config.timeout == 5.5
 
@@ -325,17 +326,17 @@ LEGACY_FINGERPRINT = "c7a158cdf50521f0b55ba360f834ff237a1f46a2fd669579b51ea61376
 
 def test_a_stored_run_keeps_its_identity():
     config = RunConfig.model_validate_json(LEGACY_JSON)
-    assert config.fingerprint() == LEGACY_FINGERPRINT
+    assert fingerprint(config) == LEGACY_FINGERPRINT
     assert config.agent_args_for("scripted/oracle") == {"temperature": 0.0, "api_base": "http://x/v1"}
     # The budget is not part of a run's identity; per-model args are.
-    assert config.model_copy(update={"max_cost": 3.0}).fingerprint() == LEGACY_FINGERPRINT
+    assert fingerprint(config.model_copy(update={"max_cost": 3.0})) == LEGACY_FINGERPRINT
     # Nor is the order its tasks start in; a stored run without estimates keeps its order.
-    assert config.model_copy(update={"expected_calls": {"airline": {"1": 9}}}).fingerprint() == LEGACY_FINGERPRINT
+    assert fingerprint(config.model_copy(update={"expected_calls": {"airline": {"1": 9}}})) == LEGACY_FINGERPRINT
     assert [u.task_id for u in config.units()] == [
         t for _ in config.agent_models for d in config.domains for t in config.task_ids[d]
     ]
     per_model = config.model_copy(update={"agent_model_args": {"scripted/oracle": {"temperature": 0.5}}})
-    assert per_model.fingerprint() != LEGACY_FINGERPRINT
+    assert fingerprint(per_model) != LEGACY_FINGERPRINT
     assert [u.agent_args for u in per_model.units()][-1] == {"temperature": 0.5}
 
 

@@ -7,7 +7,8 @@ import threading
 import pytest
 
 from passhat.contracts import Message, TaskOutcome, ToolCall
-from passhat.infra.store import ConfigMismatchError, NotFoundError, Store, StoreError
+from passhat.infra.store import NotFoundError, Store, StoreError
+from passhat.run_identity import fingerprint
 from tests.helpers import conversation, make_config, make_spec
 
 
@@ -270,20 +271,17 @@ def test_trial_filters_and_trace_id(store):
     assert store.trials("other-run") == []
 
 
-def test_create_run_resume_and_mismatch(store):
+def test_create_run_records_a_run_once(store):
+    """The first record of a run id stays: a second create_run finds it, whatever its
+    configuration (whether that may attach is passhat.run_identity's to say)."""
     config = make_config()
     row = store.create_run(config, total_trials=3)
     assert (row.status, row.total_trials) == ("running", 3)
     assert row.run_config() == config
+    assert row.fingerprint == fingerprint(config)
 
-    # Same experiment, different concurrency: a resume, not a conflict.
-    again = store.create_run(make_config(concurrency=99), total_trials=3)
-    assert again.fingerprint == row.fingerprint
-    assert again.created_at == row.created_at
-
-    with pytest.raises(ConfigMismatchError) as info:
-        store.create_run(make_config(user_model="other-user"), total_trials=3)
-    assert "r1" in str(info.value) and "--run-id" in str(info.value)
+    again = store.create_run(make_config(user_model="other-user"), total_trials=3)
+    assert (again.fingerprint, again.created_at) == (row.fingerprint, row.created_at)
     assert store.get_run("r1").run_config().user_model == "user-m"
 
 
@@ -564,15 +562,3 @@ def test_a_database_without_the_run_tasks_table_opens_and_gets_it(db_url):
         assert store.run_tasks("before") == {}
     finally:
         store.close()
-
-
-def test_a_run_recorded_without_domain_digests_still_attaches(store):
-    """Runs recorded before passhat kept domain digests attach to a config that has
-    them; one recorded with them is refused when a digest differs, naming the part."""
-    digests = {"mock": {"policy": "p1", "tools": "t1", "db": "d1", "tasks": "k1"}}
-    store.create_run(make_config("old", domains=["mock"], task_ids={"mock": ["t"]}), 1)
-    store.create_run(make_config("old", domains=["mock"], task_ids={"mock": ["t"]}, domain_digests=digests), 1)
-    store.create_run(make_config("new", domains=["mock"], task_ids={"mock": ["t"]}, domain_digests=digests), 1)
-    changed = {"mock": {**digests["mock"], "db": "d2", "tasks": "k2"}}
-    with pytest.raises(ConfigMismatchError, match=r"mock \(db, tasks\) differ"):
-        store.create_run(make_config("new", domains=["mock"], task_ids={"mock": ["t"]}, domain_digests=changed), 1)

@@ -6,13 +6,18 @@ for the tests of `--agent` (a plugin module a user would write).
   from the wrong state sends a different request.
 - raising_agent: raises on its second turn (the agent's own bug).
 - boxed_agent: keeps its state in an object that is not a pydantic model.
+- appending_agent: appends the message it is handed to its state's messages as it is, as
+  docs/agents.md's example once did: the tool answers to parallel tool calls come as one
+  MultiToolMessage, which its state (tau2's LLMAgentState) cannot hold, so from the turn
+  after a model's parallel calls its state cannot be recorded.
+- mute_agent: replies with an empty message on its second turn, which tau2 rejects.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 from tau2.agent.llm_agent import LLMAgent, LLMAgentState
-from tau2.data_model.message import MultiToolMessage, SystemMessage
+from tau2.data_model.message import AssistantMessage, MultiToolMessage, SystemMessage
 from tau2.registry import registry
 from tau2.utils.llm_utils import generate
 
@@ -52,6 +57,27 @@ class RaisingAgent(NotesAgent):
         return super().generate_next_message(message, state)
 
 
+class AppendingAgent(LLMAgent):
+    def get_init_state(self, message_history=None) -> NotesState:  # noqa: ANN001
+        base = super().get_init_state(message_history)
+        return NotesState(system_messages=base.system_messages, messages=base.messages)
+
+    def generate_next_message(self, message, state: NotesState):  # noqa: ANN001, ANN201
+        state.messages.append(message)
+        state.turns += 1
+        reply = generate(model=self.llm, tools=self.tools,
+                         messages=state.system_messages + state.messages, **self.llm_args)
+        state.messages.append(reply)
+        return reply, state
+
+
+class MuteAgent(NotesAgent):
+    def generate_next_message(self, message, state: NotesState):  # noqa: ANN001, ANN201
+        if state.turns + 1 >= GIVE_UP_TURN:
+            return AssistantMessage(role="assistant", content=None), state
+        return super().generate_next_message(message, state)
+
+
 class Box:
     """What tau2's LLM agent needs of a state, in a plain object."""
 
@@ -75,7 +101,8 @@ def _factory(cls: type):  # noqa: ANN202
     return make
 
 
-for _name, _cls in (("notes_agent", NotesAgent), ("raising_agent", RaisingAgent), ("boxed_agent", BoxedAgent)):
+for _name, _cls in (("notes_agent", NotesAgent), ("raising_agent", RaisingAgent), ("boxed_agent", BoxedAgent),
+                    ("appending_agent", AppendingAgent), ("mute_agent", MuteAgent)):
     if _name in registry.get_agents():
         continue
     if hasattr(registry, "register_agent_factory"):  # tau2 1.0.x

@@ -14,6 +14,7 @@ from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import TASKS, until
 from passhat.testing.scripted_http import ScriptedResponder, http_args
 from passhat.workflows.client import BudgetChangeRefused, follow, start_run
+from passhat.run_identity import fingerprint
 from tests.runs import config, worker_for
 
 # litellm prices a model it has no price for from these model args. The name is the
@@ -88,7 +89,7 @@ async def test_the_run_stops_at_its_budget_and_resume_with_a_new_one_finishes_it
     assert all(after[t.trial_id].attempts == 1 and after[t.trial_id].cost == t.cost for t in trials)
     assert sum(r.tasks for r in summary.results) == 4
     # The identity of the run never changed: the budget is not part of it.
-    assert row.fingerprint == cfg.fingerprint()
+    assert row.fingerprint == fingerprint(cfg)
 
 
 async def test_a_run_without_a_budget_never_asks_for_its_cost(client, sqlite_store):

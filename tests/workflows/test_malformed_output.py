@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from passhat.testing.fault_server import FaultServer
+from passhat.run_identity import fingerprint
 from tests.helpers import conversation
 from tests.runs import config, run_to_end
 
@@ -65,7 +66,7 @@ async def test_lenient_tool_arguments_is_an_opt_in_departure(client, sqlite_stor
     assert len(answers) == 3 and all("not valid JSON" in (m.content or "") for m in answers)
     # The departure is part of what the run measures: it is in the fingerprint.
     strict = cfg.model_copy(update={"lenient_tool_arguments": False})
-    assert strict.fingerprint() != cfg.fingerprint()
+    assert fingerprint(strict) != fingerprint(cfg)
 
 
 async def test_an_answer_without_choices_is_not_evaluable(client, sqlite_store):
