@@ -186,7 +186,8 @@ def _parting(failing: TrialActions, passing: list[TrialActions]) -> tuple[tuple,
     acts, other = failing.actions, best.actions
     if shared >= min(len(acts), len(other)):  # every action a passing trial's: only words differ
         first = (failing.diagnosis or {}).get("first_off_path") or {}
-        step = first.get("step") if first else acts[-1].step
+        # A cause with no step of its own (an NL assertion) is judged at the end.
+        step = first.get("step") if first.get("step") is not None else acts[-1].step
         return ("same", first.get("kind")), {
             "step": step, "after": None, "failing": "same actions", "passing": "same actions",
             "differing": {}, "passing_trial": best.trial_id, "passing_step": other[-1].step,
