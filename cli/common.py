@@ -18,10 +18,22 @@ from typer.core import TyperGroup
 
 from passhat.cli.run_options import UserInputError
 
+
+
+def pipe_width(default: int) -> int:
+    """The width of output that goes to a pipe or a file: COLUMNS when it is set (a
+    positive number), as on a terminal, else `default`."""
+    import os
+
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else default
+
+
 # No emoji codes: ":x:" in a path or a message (a passwd line, a transcript) stays as
-# written. Piped output keeps whole table rows rather than wrapping at rich's 80-column default.
+# written. Piped output keeps whole table rows rather than wrapping at rich's 80-column
+# default, unless COLUMNS says how wide it may be.
 err_console = Console(stderr=True, soft_wrap=True, emoji=False)
-out_console = Console(width=None if sys.stdout.isatty() else 200, emoji=False)
+out_console = Console(width=None if sys.stdout.isatty() else pipe_width(200), emoji=False)
 
 
 # Exit codes (docs/cli.md): 0 done; 1 some trials not evaluable or the budget stopped

@@ -120,7 +120,8 @@ class TaskDivergence(BaseModel):
     kind: str = Field(description="flaky or all_failed")
     failed: int
     scored: int
-    line: str = Field(description="the one line the report shows for the task")
+    line: str = Field(description="the task's line in a report: flaky, every parting point's sentence "
+                                  "(largest group first, joined by '; '); all_failed, its most common first step")
     groups: list[PartingGroup] = Field(default_factory=list, description="flaky: largest first")
     first_off_path: dict[str, Any] | None = Field(default=None, description=(
         "all_failed: the most common {kind, tool} off the gold path, with its count and the trials' steps"))
@@ -243,7 +244,7 @@ def task_divergence(trials: list[TrialActions]) -> TaskDivergence | None:
             first_off_path=facts["first_off_path"],
             sentence=_group_sentence(len(members), scored, facts, steps),
         ))
-    line = groups[0].sentence + (f"; {len(groups) - 1} other parting point(s)" if len(groups) > 1 else "")
+    line = "; ".join(g.sentence for g in groups)  # every parting point, the largest group first
     return TaskDivergence(kind="flaky", failed=len(failing), scored=scored, line=line, groups=groups)
 
 

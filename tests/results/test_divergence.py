@@ -62,7 +62,8 @@ def test_failing_trials_are_grouped_by_where_they_leave_the_passing_ones():
                                "(step 6, after get_reservation_details)")
     # It stopped calling: its end (at its closing message, step 4) is the parting point.
     assert (third.trials, third.steps, third.failing) == (["t5"], [4], "ended (hit max_steps)")
-    assert result.line == first.sentence + "; 2 other parting point(s)"
+    # Every parting point, the largest group first.
+    assert result.line == "; ".join([first.sentence, second.sentence, third.sentence])
 
 
 def test_the_same_actions_with_other_words_are_grouped_by_the_diagnosis():
