@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from passhat.contracts import STOP_TOKEN, TaskInfo
 
@@ -55,7 +55,7 @@ please could would can will shall should may might must have has had what which 
 when where how why any anything else so if then than just also not no yes ok okay sure thank
 thanks want wanted like need needs help let check one moment confirm proceed provide give
 tell share know verify kindly now first before after again all some more other same very
-go ahead right correct get got have make sure able
+go ahead right correct get got make able
 """.split())
 # The same fact said in other words.
 _SYNONYMS = {"dob": "birth", "born": "birth", "birthday": "birth", "e-mail": "email", "mail": "email",
@@ -130,11 +130,16 @@ def _instructions(user_scenario: str) -> str:
     return user_scenario.partition("Instructions:")[2].strip() or user_scenario
 
 
+# What the agent's last message asks of the customer: its opening (not said yet), to act
+# on its side, to go on after acting, facts, a yes, patience, or nothing more (done).
+ReadingKind = Literal["opening", "perform", "after_acting", "facts", "confirm", "working", "done"]
+
+
 @dataclass(frozen=True)
 class Reading:
     """What the agent's last message asks of the customer."""
 
-    kind: str  # opening, perform, after_acting, facts, confirm, working, done
+    kind: ReadingKind
     question: str = ""  # the agent's questions (facts, confirm)
     asked: tuple[int, ...] = ()  # perform: the gold actions it is asked to make
 
