@@ -18,16 +18,30 @@ from typer.core import TyperGroup
 
 from passhat.cli.run_options import UserInputError
 
+
+
+def pipe_width(default: int) -> int:
+    """The width of output that goes to a pipe or a file: COLUMNS when it is set (a
+    positive number), as on a terminal, else `default`."""
+    import os
+
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else default
+
+
 # No emoji codes: ":x:" in a path or a message (a passwd line, a transcript) stays as
-# written. Piped output keeps whole table rows rather than wrapping at rich's 80-column default.
+# written. Piped output keeps whole table rows rather than wrapping at rich's 80-column
+# default, unless COLUMNS says how wide it may be.
 err_console = Console(stderr=True, soft_wrap=True, emoji=False)
-out_console = Console(width=None if sys.stdout.isatty() else 200, emoji=False)
+out_console = Console(width=None if sys.stdout.isatty() else pipe_width(200), emoji=False)
 
 
 # Exit codes (docs/cli.md): 0 done; 1 some trials not evaluable or the budget stopped
 # the run; 2 bad input; 3 the run ended without completing (cancelled, terminated,
-# failed); 130 interrupted.
+# failed); 4 the Temporal server stopped answering while the command ran (what was
+# recorded is kept); 130 interrupted.
 RUN_ENDED_EXIT = 3
+SERVER_GONE_EXIT = 4
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -44,12 +58,44 @@ def one_line_errors(command: Callable) -> Callable:
         try:
             return command(*args, **kwargs)
         except KeyboardInterrupt:
-            fail("interrupted: the run goes on in Temporal; `passhat status RUN` shows it", 130)
+            fail(interrupted_words(), 130)
         except Exception as err:  # noqa: BLE001 - sorted below; the rest propagates
             _fail_if_known(err)
             raise
 
     return guarded
+
+
+# The run a command starts or continues ("" while its id is not known yet), so that an
+# interruption says what of it was recorded. One command per process.
+_command_run: list[str] = []
+
+
+def starting_run(run_id: str = "") -> None:
+    """This command starts or continues run `run_id` (empty: its id is not known yet)."""
+    _command_run[:] = [run_id]
+
+
+def interrupted_words(worker_here: bool = False) -> str:
+    """What an interruption (Ctrl-C) left, as the results store says: nothing, or a run
+    that is recorded. `worker_here`: this process served the run, and its worker stopped."""
+    if not _command_run:
+        return "interrupted"
+    run_id = _command_run[0]
+    try:
+        from passhat.workflows.client import rounds_of
+
+        store = open_store()  # a run, or a measurement in rounds (gate, --adaptive)
+        recorded = bool(run_id) and (store.get_run(run_id) is not None or bool(rounds_of(store, run_id)))
+    except Exception:  # noqa: BLE001 - the store is not what was interrupted: say less
+        return f"interrupted{f' (run {run_id})' if run_id else ''}"
+    if not recorded:
+        return (f"interrupted before run {run_id} was recorded: nothing of it was started" if run_id
+                else "interrupted before the run was recorded: nothing of it was started")
+    if worker_here:
+        return (f"interrupted: run {run_id} is recorded and waits in Temporal, but the worker in this "
+                f"process stopped; `passhat resume {run_id}` continues it")
+    return f"interrupted: run {run_id} is recorded; `passhat status {run_id}` shows it"
 
 
 def _fail_if_known(err: Exception) -> None:
@@ -77,6 +123,19 @@ def _fail_if_known(err: Exception) -> None:
     if isinstance(err, RunEnded):
         # Not bad input: the run was cancelled (from another shell) or terminated.
         fail(str(err), RUN_ENDED_EXIT)
+    from passhat.infra.temporal_client import server_gone
+
+    if server_gone(err):
+        fail(server_gone_words(err), SERVER_GONE_EXIT)
+
+
+def server_gone_words(err: Exception, then: str = "run the command again") -> str:
+    """What to say when the Temporal server stopped answering under a command."""
+    from passhat.infra import settings
+
+    start = "" if settings.temporal_address() else " (`passhat server start` starts the embedded one)"
+    return (f"the Temporal server stopped answering ({getattr(err, 'message', None) or err}); what was "
+            f"recorded is kept: once it is back{start}, {then}")
 
 
 def open_store():  # noqa: ANN201 - a passhat.infra.store.Store

@@ -10,7 +10,17 @@ import sys
 
 import typer
 
-from passhat.cli.common import err_console, fail, open_store, out_console, startup_mark
+from passhat.cli.common import (
+    SERVER_GONE_EXIT,
+    err_console,
+    fail,
+    interrupted_words,
+    open_store,
+    out_console,
+    server_gone_words,
+    starting_run,
+    startup_mark,
+)
 from passhat.cli.run_options import UserInputError
 
 MAX_CONCURRENT_ACTIVITIES = 64  # per worker process
@@ -24,10 +34,13 @@ def execute_here(config, *, workers: int | None = None, **kwargs):  # noqa: ANN0
     from passhat.domains.plugins import load_plugins
 
     startup_mark("imported")
+    starting_run(config.run_id)  # an interruption says what of it was recorded
     extra = 0 if kwargs.get("detach") else (workers or default_process_count()) - 1
     # Before anything is recorded or forked: a plugin that does not import stops here,
     # and the forked workers inherit the ones that do.
     load_plugins(config.plugins)
+    how = (f"`passhat resume {config.run_id}`" if kwargs.get("rounds") is None
+           else "the same command again")
     try:
         with forked_workers(config, extra):
             startup_mark("forked")
@@ -35,13 +48,16 @@ def execute_here(config, *, workers: int | None = None, **kwargs):  # noqa: ANN0
     except KeyboardInterrupt:
         if kwargs.get("detach"):
             raise
-        how = (f"`passhat resume {config.run_id}`" if kwargs.get("rounds") is None
-               else "the same command again")
-        fail(
-            f"interrupted: run {config.run_id} is recorded and waits in Temporal, but the "
-            f"worker in this process stopped; {how} continues it",
-            130,
-        )
+        if kwargs.get("rounds") is not None:  # its rounds are recorded as they run
+            fail(f"interrupted: run {config.run_id} is recorded and waits in Temporal, but the "
+                 f"worker in this process stopped; {how} continues it", 130)
+        fail(interrupted_words(worker_here=True), 130)
+    except Exception as err:  # noqa: BLE001 - only the server going away is said here
+        from passhat.infra.temporal_client import server_gone
+
+        if not server_gone(err):
+            raise
+        fail(f"run {config.run_id}: {server_gone_words(err, f'{how} carries on')}", SERVER_GONE_EXIT)
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from passhat.cli import plots
-from passhat.cli.render import error_words, trial_links
+from passhat.cli.render import diagnosis_lines, error_words, trial_links
 from passhat.cli.report_text import leaderboard_line
 from passhat.contracts import DEFAULT_AGENT, Message, outcome_label, trial_workflow_id
 from passhat.results.report import ACROSS_VERSIONS_NOTE, MISSING, REWARD_PARTS, GroupReport, Report, RunReport
@@ -85,6 +85,7 @@ class TrialView(BaseModel):
     temporal_url: str | None
     jaeger_url: str | None
     reviews: list[dict[str, Any]] = []  # `passhat review`, every judge's
+    diagnosis: dict[str, Any] | None = None  # a failed trial's, as `passhat show` gives it
 
 
 def trial_views(store, run: RunReport, ui: str | None, namespace: str, jaeger: str) -> list[TrialView]:  # noqa: ANN001
@@ -111,6 +112,7 @@ def trial_views(store, run: RunReport, ui: str | None, namespace: str, jaeger: s
             temporal_url=None if temporal_url == "-" else temporal_url,
             jaeger_url=None if jaeger_url == "-" else jaeger_url,
             reviews=reviews.get(row.trial_id, []),
+            diagnosis=row.diagnosis() if row.diagnosis_json else None,
         ))
     return views
 
@@ -389,11 +391,23 @@ def _trial(view: TrialView) -> str:
         f"{_e(view.termination_reason or '-')}</summary>"
         f"<p>{' · '.join(links) or 'no workflow links (imported run, or Temporal UI address unknown)'}</p>"
         f"<p>cost ${view.cost:.4f}, tokens {view.input_tokens} in / {view.output_tokens} out</p>{error}"
+        f"{_diagnosis(view)}"
         f'<h4>Reward breakdown</h4><table class="breakdown">{parts or "<tr><td>no part checked</td></tr>"}</table>'
         f"<details><summary>checks (tau2's reward info)</summary><pre>{_e(json.dumps(view.reward_info, indent=1, default=str))}</pre></details>"
         f'<h4>Transcript</h4><div class="transcript">{"".join(_message(m) for m in view.messages) or "(no steps recorded)"}</div>'
         f"{_review(view)}</details>"
     )
+
+
+def _diagnosis(view: TrialView) -> str:
+    """The diagnosis `passhat show` prints above the transcript: its one line, then each
+    detail (docs/failures.md)."""
+    lines = diagnosis_lines(view.diagnosis)
+    if not lines:
+        return ""
+    details = "".join(f"<li>{_e(line)}</li>" for line in lines[1:])
+    return (f'<h4>Diagnosis</h4><p class="diagnosis"><b>{_e(lines[0])}</b></p>'
+            + (f"<ul>{details}</ul>" if details else ""))
 
 
 def _drilldown(report: Report, trials: dict[str, list[TrialView]]) -> str:

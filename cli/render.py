@@ -93,29 +93,37 @@ def error_words(error_class: str | None, error: str | None) -> str:
 
 def print_diagnosis(diagnosis, console: Console) -> None:  # noqa: ANN001 - dict | None
     """A failed trial's diagnosis, above its transcript (docs/failures.md)."""
+    lines = diagnosis_lines(diagnosis)
+    if lines:
+        console.print(f"[bold]diagnosis[/]: {escape(lines[0])}", highlight=False)
+    for line in lines[1:]:
+        console.print(f"  {line}", highlight=False, markup=False)
+
+
+def diagnosis_lines(diagnosis) -> list[str]:  # noqa: ANN001 - dict | None
+    """A failed trial's diagnosis as `passhat show` and the HTML report give it: its one
+    line, then each detail (an action off the gold path, a write no gold action
+    explains or the tool refused, information never given, a DB field that differs)."""
     if not diagnosis:
-        return
-    console.print(f"[bold]diagnosis[/]: {escape(one_line(diagnosis))}", highlight=False)
+        return []
+    out = [one_line(diagnosis)]
     for action in diagnosis["actions"]:
         if action["matched"]:
             continue
         if action.get("never_called"):
-            console.print(f"  action {action['action']}: never called", highlight=False, markup=False)
+            out.append(f"action {action['action']}: never called")
         else:
             diff = ", ".join(f"{k}: gold {v['gold']!r} vs {v['actual']!r}"
                              for k, v in action["differing_arguments"].items())
-            console.print(f"  action {action['action']}: closest call at step {action['closest_step']}, {diff}",
-                          highlight=False, markup=False)
-    for write in diagnosis["unexplained_writes"]:
-        console.print(f"  write no gold action explains: {write['tool']} at step {write['step']}",
-                      highlight=False, markup=False)
-    for info in diagnosis["communicate_missing"]:
-        console.print(f"  never told the user: {info!r}", highlight=False, markup=False)
-    for check in diagnosis["nl_failed"]:
-        console.print(f"  NL assertion failed: {check}", highlight=False, markup=False)
-    for diff in diagnosis.get("db_differences") or []:  # version 2 on
-        console.print(f"  {diff['database']} DB {diff['path']}: gold {_short(diff['gold'])} vs {_short(diff['actual'])}",
-                      highlight=False, markup=False)
+            out.append(f"action {action['action']}: closest call at step {action['closest_step']}, {diff}")
+    out += [f"write no gold action explains: {w['tool']} at step {w['step']}" for w in diagnosis["unexplained_writes"]]
+    out += [f"attempted write, the tool refused it: {w['tool']} at step {w['step']}: {w['error']}"
+            for w in diagnosis.get("attempted_writes") or []]  # version 3 on
+    out += [f"never told the user: {info!r}" for info in diagnosis["communicate_missing"]]
+    out += [f"NL assertion failed: {check}" for check in diagnosis["nl_failed"]]
+    out += [f"{d['database']} DB {d['path']}: gold {_short(d['gold'])} vs {_short(d['actual'])}"
+            for d in diagnosis.get("db_differences") or []]  # version 2 on
+    return out
 
 
 def _short(value, width: int = 120) -> str:  # noqa: ANN001 - any JSON value

@@ -125,9 +125,16 @@ def _task_rows(group) -> list[tuple[str, str, str, str, str]]:  # noqa: ANN001
 
 
 def divergence_lines(group) -> list[str]:  # noqa: ANN001 - a GroupReport
-    """One line per task with a failed trial: where its trials part, or its most common
-    first step off the gold path (docs/failures.md)."""
-    return [f"{t.task_id}: {t.divergence.line}" for t in group.task_results if t.divergence]
+    """A line per task with a failed trial: where its trials part, or its most common
+    first step off the gold path (docs/failures.md); a task whose failing trials part
+    at several points has a line for each, the largest group first."""
+    out = []
+    for t in group.task_results:
+        if t.divergence is None:
+            continue
+        sentences = [g.sentence for g in t.divergence.groups] or [t.divergence.line]
+        out += [f"{t.task_id}: {sentence}" for sentence in sentences]
+    return out
 
 
 def cause_change_words(comparison) -> str | None:  # noqa: ANN001 - a Comparison

@@ -23,6 +23,7 @@ from passhat.cli.common import (
     one_line_errors,
     open_store,
     out_console,
+    pipe_width,
 )
 from passhat.cli.run_options import UserInputError
 from passhat.contracts import RUN_IMPORTED, TRIAL_CANCELLED, TRIAL_RUNNING
@@ -182,8 +183,8 @@ def _check_writable(option: str, path: Path) -> None:
         raise UserInputError(f"cannot write {option} {path}: permission denied")
 
 
-# The table's width on a terminal is the terminal's; in a file or a pipe, the 80
-# columns it promises.
+# The table's width on a terminal is the terminal's; in a file or a pipe, COLUMNS when
+# it is set, else the 80 columns it promises.
 TABLE_WIDTH = 80
 
 
@@ -192,12 +193,13 @@ def _write_report(store, result, output: str, by: str, out: str | None) -> None:
 
     if output == "table":
         if out is None:
-            console = out_console if out_console.is_terminal else Console(width=TABLE_WIDTH, soft_wrap=False)
+            console = out_console if out_console.is_terminal else Console(width=pipe_width(TABLE_WIDTH),
+                                                                                     soft_wrap=False)
             report_text.report_table(result, by, console)
             _review_summaries(store, result, console)
             return
         with open(out, "w") as f:
-            console = Console(file=f, width=TABLE_WIDTH)
+            console = Console(file=f, width=pipe_width(TABLE_WIDTH))
             report_text.report_table(result, by, console)
             _review_summaries(store, result, console)
         return

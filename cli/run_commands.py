@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from passhat.cli.common import check_output, existing_run, fail, one_line_errors, open_store, out_console
+from passhat.cli.common import check_output, existing_run, fail, one_line_errors, open_store, out_console, starting_run
 from passhat.cli.execute import execute_here, print_outcome
 from passhat.cli.preview import CONFIRM_ABOVE
 from passhat.cli.run_config import build_config, check_keys
@@ -46,6 +46,7 @@ def run(
     from passhat.domains.plugins import load_plugins
 
     check_output(output)
+    starting_run(options.run_id or "")  # an interruption from here on says what it left
     if workers is not None and workers < 1:
         raise UserInputError(f"--workers must be at least 1, got {workers}")
     load_plugins(options.plugins)  # the config file's domains may be theirs
@@ -53,6 +54,7 @@ def run(
                                  options, given_on_command_line(ctx))
     sweep_config.check_required(options, f" — see `{ctx.command_path} --help`")
     run_config = build_config(options)
+    starting_run(run_config.run_id)
     target = None
     if adaptive:
         from passhat.cli import adaptive as adaptive_run
@@ -98,6 +100,7 @@ def resume(
     """Finish an interrupted run: only unfinished and not-evaluable trials run again;
     scored trials and recorded steps are kept as they are."""
     check_budget(max_cost)
+    starting_run(run_id)
     row = existing_run(open_store(), run_id)
     _refuse_imported(row, "resume")
     config = row.run_config()

@@ -13,6 +13,13 @@ task says must be communicated, then the user stops) and scored by the domain:
 
 A conversation that still scores 1.0 in those cases is an evaluation that cannot fail.
 
+Before that, each task is held to what a task file is (domains/task_file.py): its gold
+actions must name tools the domain has, with arguments their JSON schemas accept. Every
+finding names the field of the task it is about (`evaluation_criteria.actions.2: ...`);
+the CLI prints it after the task's id. (Mistakes that keep the tasks from loading at all,
+a JSON error, a task that does not validate, two tasks with one id, are refused when the
+domain loads: domains/task_load.py.)
+
 It also reads each `communicate_info` string as tau2's COMMUNICATE check does (a
 case-insensitive substring of an agent's message, commas removed): one that the agent's
 greeting or an ordinary reply naming no task data (ORDINARY_REPLIES) already contains
@@ -26,8 +33,12 @@ from dataclasses import dataclass, field
 from passhat.contracts import AGENT_GREETING, STOP_TOKEN, GoldAction, Message, TaskInfo, ToolCall, is_success
 from passhat.domains.base import Domain
 from passhat.domains.plugins import last_line
+from passhat.domains.task_file import gold_action_problems, tool_schemas
 
 NOTHING_SAID = "Your request has been handled."
+# The fields of a task (tau2's format) that findings name.
+ACTIONS = "evaluation_criteria.actions"
+INFO = "evaluation_criteria.communicate_info"
 # What an agent says in any domain without naming a task's data: a communicate_info
 # string inside one of them is met by replies like these (docs/plugins.md lists them).
 ORDINARY_REPLIES = (
@@ -54,14 +65,24 @@ def check_domain(domain: Domain, task_ids: list[str] | None = None) -> list[Task
 def check_task(domain: Domain, task_id: str) -> TaskCheck:
     task = domain.task(task_id)
     result = TaskCheck(task_id)
+    # First what a task file is held to (domains/task_file.py): gold actions that name a
+    # tool the domain lacks, or arguments its schema refuses. Playing such a task would
+    # only report their consequences (an unknown tool's call changes nothing, so the
+    # task "still scores 1.0 without" it).
+    user_tools = domain.user_tools()
+    problems = gold_action_problems(task.gold_actions, domain.name, tool_schemas(domain.agent_tools()),
+                                    None if user_tools is None else tool_schemas(user_tools))
+    if problems:
+        result.findings += [f"{field}: {problem}" for field, problem in problems]
+        return result
     session = f"check-{task_id}"
     try:
         full = _score(domain, task, task.gold_actions, _said(task), f"{session}-gold")
     except ScoringFailed as err:
-        result.findings.append(f"scoring its gold actions raised {err}")
+        result.findings.append(f"{ACTIONS}: scoring its gold actions raised {err}")
         return result
     if not is_success(full):
-        result.findings.append(f"its gold actions score {full:g}, not 1.0")
+        result.findings.append(f"{ACTIONS}: its gold actions score {full:g}, not 1.0")
     writes = _state_changing(domain, task)
     if writes:
         last = writes[-1]
@@ -73,11 +94,11 @@ def check_task(domain: Domain, task_id: str) -> TaskCheck:
         if is_success(reward):
             name = task.gold_actions[last].name
             result.findings.append(
-                f"still scores 1.0 without its last state-changing gold action ({name})")
+                f"{ACTIONS}.{last}: still scores 1.0 without its last state-changing gold action ({name})")
     # Saying nothing may rightly score 1.0 when the task has nothing to communicate and
     # changes the state: the state is what is checked. A task that changes nothing must
     # at least fail an agent that does nothing and says nothing.
-    result.findings += [weak_info_finding(info) for info in task.communicate_info
+    result.findings += [f"{INFO}.{n}: {weak_info_finding(info)}" for n, info in enumerate(task.communicate_info)
                         if ordinary_reply_with(info) is not None]
     if is_success(full) and (task.communicate_info or not writes):
         actions = task.gold_actions if writes else []
@@ -86,7 +107,10 @@ def check_task(domain: Domain, task_id: str) -> TaskCheck:
         except ScoringFailed:
             reward = 0.0
         if is_success(reward):
-            result.findings.append("still scores 1.0 when the agent communicates nothing")
+            # With information to communicate, that is what failed to guard the reward;
+            # without, the task has nothing its evaluation can fail on.
+            field = INFO if task.communicate_info else "evaluation_criteria"
+            result.findings.append(f"{field}: still scores 1.0 when the agent communicates nothing")
     return result
 
 
@@ -98,7 +122,7 @@ def ordinary_reply_with(info: str) -> str | None:
 
 def weak_info_finding(info: str) -> str:
     reply = ordinary_reply_with(info)
-    return (f"communicate_info {info!r} is met by chance: tau2 looks for it in the agent's messages "
+    return (f"{info!r} is met by chance: tau2 looks for it in the agent's messages "
             f"(any case), and a reply naming no task data already has it ({reply!r}); "
             "name the task's data (an amount, an id, a date) instead")
 

@@ -116,5 +116,8 @@ def last_line(err: BaseException) -> str:
     lines = "".join(traceback.format_exception_only(type(err), err)).strip().splitlines()
     last = lines[-1].strip() if lines else ""
     name = type(err).__name__
+    qualified = f"{type(err).__module__}.{name}"
+    if last.startswith(f"{qualified}:"):  # json.decoder.JSONDecodeError: ...
+        last = name + last[len(qualified):]
     # A message of several lines ends with a line of its own: say what raised it.
     return last if last.startswith(name) else f"{name}: {last}".rstrip(": ")

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from passhat.domains.base import Domain, UnknownDomainError
-from passhat.domains.task_file import SEPARATOR, read_task_list, split_domain_name, validate_tasks
+from passhat.domains.task_file import SEPARATOR, read_task_list, split_domain_name, tool_schemas, validate_tasks
 from passhat.domains.task_sets import MARK, load_task_set, split_variant
 from passhat.domains.tau2_catalog import TAU2_DOMAINS, registered_tau2_domains, tau2_task_count
 from passhat.domains.tau2_domain import Tau2Domain
@@ -115,12 +114,7 @@ def _task_file_domain(base: str, path: str, name: str) -> Domain:
         path,
         raw,
         domain=base,
-        agent_tools=_schemas(tools.agent_tools()),
-        user_tools=None if user_tools is None else _schemas(user_tools),
+        agent_tools=tool_schemas(tools.agent_tools()),
+        user_tools=None if user_tools is None else tool_schemas(user_tools),
     )
     return Tau2Domain(tools.tau2_name, tasks=tasks, label=name)
-
-
-def _schemas(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Each tool's JSON schema of its parameters, by the tool's name."""
-    return {t["function"]["name"]: t["function"].get("parameters", {}) for t in tools}

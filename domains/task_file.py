@@ -48,7 +48,7 @@ def read_task_list(path: str | Path) -> list[Any]:
         raw = json.loads(text)
     except json.JSONDecodeError as err:
         raise TaskFileError(
-            f"{where} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}"
+            f"{where} is not valid JSON: {err.msg.removesuffix(' at')} at line {err.lineno}, column {err.colno}"
         ) from None
     if not isinstance(raw, list):
         raise TaskFileError(
@@ -76,10 +76,21 @@ def validate_tasks(
     there would otherwise surface only as every trial scoring 0, or worse, as an
     oracle that replays the same wrong call and scores 1.
     """
+    where = f"task file {path}"
+    tasks = parse_tasks(where, raw)
+    for index, task in enumerate(tasks):
+        actions = task.evaluation_criteria.actions if task.evaluation_criteria else None
+        for field, problem in gold_action_problems(actions or [], domain, agent_tools, user_tools):
+            raise TaskFileError(f"{where}: {_task_label(index, raw[index])}: {field}: {problem}")
+    return tasks
+
+
+def parse_tasks(where: str, raw: list[Any]) -> list[Any]:
+    """`raw` as tau2 Task models, each a JSON object of tau2's task format with an id of
+    its own; else TaskFileError naming `where`, the task and the field."""
     from pydantic import ValidationError
     from tau2.data_model.tasks import Task
 
-    where = f"task file {path}"
     tasks: list[Any] = []
     first_index: dict[str, int] = {}
     for index, item in enumerate(raw):
@@ -98,41 +109,44 @@ def validate_tasks(
                 f"{first_index[task.id]}; task ids must be unique"
             )
         first_index[task.id] = index
-        _check_gold_actions(where, label, task, domain, agent_tools, user_tools)
         tasks.append(task)
     return tasks
 
 
-def _check_gold_actions(
-    where: str,
-    label: str,
-    task: Any,
+def gold_action_problems(
+    actions: list[Any],
     domain: str,
     agent_tools: dict[str, dict[str, Any]],
     user_tools: dict[str, dict[str, Any]] | None,
-) -> None:
-    actions = task.evaluation_criteria.actions if task.evaluation_criteria else None
-    for n, action in enumerate(actions or []):
+) -> list[tuple[str, str]]:
+    """What is wrong with a task's gold actions (each with `name`, `arguments` and
+    `requestor`, as tau2's and passhat's are) for the domain's tools, as (field, problem):
+    a tool the requestor does not have, or arguments its JSON schema refuses."""
+    problems = []
+    for n, action in enumerate(actions):
         field = f"evaluation_criteria.actions.{n}.name"
         if action.requestor == "user":
             if user_tools is None:
-                raise TaskFileError(
-                    f"{where}: {label}: {field}: the action {action.name!r} is the user's, "
-                    f"but the {domain} domain gives the user no tools"
-                )
+                problems.append((field, f"the action {action.name!r} is the user's, "
+                                        f"but the {domain} domain gives the user no tools"))
+                continue
             known, whose = user_tools, "user"
         else:
             known, whose = agent_tools, "agent"
         if action.name not in known:
-            raise TaskFileError(
-                f"{where}: {label}: {field}: the {domain} domain has no {whose} tool "
-                f"{action.name!r}; its {whose} tools are: {', '.join(sorted(known))}"
-            )
+            problems.append((field, f"the {domain} domain has no {whose} tool {action.name!r}; "
+                                    f"its {whose} tools are: {', '.join(sorted(known))}"))
+            continue
         problem = argument_problem(action.arguments, known[action.name])
         if problem:
-            raise TaskFileError(
-                f"{where}: {label}: evaluation_criteria.actions.{n} ({action.name}): {problem}"
-            )
+            problems.append((f"evaluation_criteria.actions.{n} ({action.name})", problem))
+    return problems
+
+
+def tool_schemas(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each tool's JSON schema of its parameters, by the tool's name (from OpenAI
+    function-tool schemas, as Domain.agent_tools gives them)."""
+    return {t["function"]["name"]: t["function"].get("parameters", {}) for t in tools}
 
 
 def argument_problem(arguments: dict[str, Any], schema: dict[str, Any]) -> str | None:

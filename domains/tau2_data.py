@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from passhat.domains.base import DomainLoadError
-from passhat.domains.plugins import last_line
 from passhat.domains.shared_db import SharedDatabase
+from passhat.domains.task_load import check_unique_ids, load_failure
 from passhat.domains.tau2_catalog import SHARED_DB_DOMAINS, build_environment
 
 # The model named to tau2's agent and user classes that passhat builds only to read
@@ -31,7 +31,9 @@ class Tau2Data:
     def __init__(self, name: str):
         from tau2.registry import registry
 
-        self.tasks = {task.id: task for task in default_tasks(name)}
+        tasks = default_tasks(name)
+        check_unique_ids(tasks)  # kept by id: a repeated id would lose a task
+        self.tasks = {task.id: task for task in tasks}
         self._construct = registry.get_env_constructor(name)
         self.shared = name in SHARED_DB_DOMAINS  # else tau2 builds and scores it as it is
         env = self._construct()
@@ -90,7 +92,7 @@ def domain_data(name: str) -> Tau2Data:
                     data = Tau2Data(name)
                 except Exception as err:  # noqa: BLE001 - the domain's own code failed
                     raise DomainLoadError(
-                        f"domain {name} failed to load (its environment or tasks): {last_line(err)}"
+                        f"domain {name} failed to load (its environment or tasks): {load_failure(name, err)}"
                     ) from err
                 _loaded[name] = data
     return data

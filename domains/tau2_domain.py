@@ -87,6 +87,7 @@ class Tau2Domain:
             user_scenario=str(task.user_scenario),
             reason_for_call=getattr(instructions, "reason_for_call", None),
             known_info=getattr(instructions, "known_info", None),
+            unknown_info=getattr(instructions, "unknown_info", None),
             gold_actions=[
                 GoldAction(name=a.name, arguments=a.arguments, requestor=a.requestor)
                 for a in (criteria.actions or [] if criteria else [])

@@ -19,6 +19,9 @@ custom-provider hook, so they travel the same code path as any real provider.
 - `scripted/parallel` is the oracle agent making its tool calls in parallel: each run of
   gold actions that are the agent's goes out in one message, as a model with parallel
   tool calls does (the answers come back together: tau2's MultiToolMessage).
+- `scripted/customer`, as the user, plays its task's scenario as a cooperative customer
+  who answers the agent's questions (passhat.infra.scripted_customer); as the agent, the
+  oracle.
 - `scripted/judge` grades tau2 1.0.x's NL assertions offline: every assertion is met.
 - `scripted/reviewer` (and its variants) reviews a trial for `passhat review`
   (passhat.infra.scripted_review).
@@ -42,6 +45,7 @@ from typing import Any, Callable
 
 from passhat.contracts import STOP_TOKEN, TaskInfo
 from passhat.infra import scripted_review
+from passhat.infra.scripted_customer import GOLD_TAG, asked_user_calls, customer_turn
 from passhat.infra.scripted_faults import (
     AgentFault,
     DomainFacts,
@@ -56,7 +60,7 @@ TaskLookup = Callable[[str, str], TaskInfo]
 FactsLookup = Callable[[str], DomainFacts]
 
 PROVIDER = "scripted"
-_TAG = re.compile(r"\[gold-(\d+)\]")
+_TAG = GOLD_TAG
 _GOLD_CALL = re.compile(r"gold-(\d+)")
 _MODEL = re.compile(r"(noisy|faulty|faulty-user)-(\d*\.?\d+)")
 _registered = False
@@ -101,14 +105,16 @@ def parse_name(name: str) -> float:
 
 
 def model_family(name: str) -> tuple[str, float]:
-    """A scripted model name's family (oracle, judge, noisy, faulty, faulty-user) and P."""
-    if name in ("oracle", "judge", "parallel") or name in scripted_review.MODELS:
+    """A scripted model name's family (oracle, parallel, customer, judge, noisy, faulty,
+    faulty-user) and P."""
+    if name in ("oracle", "parallel", "customer", "judge") or name in scripted_review.MODELS:
         return name, 1.0
     match = _MODEL.fullmatch(name)
     if match and 0.0 <= float(match.group(2)) <= 1.0:
         return match.group(1), float(match.group(2))
     raise ScriptedModelError(
-        f"unknown scripted model 'scripted/{name}': use scripted/oracle, scripted/parallel, scripted/judge, "
+        f"unknown scripted model 'scripted/{name}': use scripted/oracle, scripted/parallel, "
+        "scripted/customer, scripted/judge, "
         "scripted/reviewer, or one "
         "with 0 <= P <= 1: scripted/noisy-P (e.g. scripted/noisy-0.7), scripted/faulty-P or "
         "scripted/faulty-user-P"
@@ -138,6 +144,8 @@ def _answer(task_of: TaskLookup, facts_of: FactsLookup | None, model: str, messa
         message = scripted_review.review_turn(model, messages)
     elif role == "judge":
         message = judge_turn(messages)
+    elif role == "user" and family == "customer":
+        message = customer_turn(task, messages)
     elif role == "user":
         fault = None
         if family == "faulty-user":
@@ -268,20 +276,7 @@ def user_turn(task: TaskInfo, messages: list[dict], fault: UserFault | None = No
     last = messages[-1]
     if last.get("role") == "tool":
         return {"role": "assistant", "content": "Done, I did that."}
-    asked = [int(t) for t in _TAG.findall(last.get("content") or "")]
-    already = {c["id"] for m in own_turns for c in (m.get("tool_calls") or [])}
-    todo = [i for i in asked if f"user-gold-{i}" not in already and i < len(task.gold_actions)]
-    if todo:
-        calls = [
-            {
-                "id": f"user-gold-{i}",
-                "type": "function",
-                "function": {
-                    "name": task.gold_actions[i].name,
-                    "arguments": json.dumps(task.gold_actions[i].arguments),
-                },
-            }
-            for i in todo
-        ]
+    calls = asked_user_calls(task, messages)
+    if calls:
         return {"role": "assistant", "content": None, "tool_calls": calls}
     return {"role": "assistant", "content": STOP_TOKEN}

@@ -29,6 +29,14 @@ class EmbeddedServerNotRunning(TemporalUnreachable):
     """A read-only command found the embedded server stopped (and did not start it)."""
 
 
+def server_gone(err: BaseException) -> bool:
+    """Whether `err` says the Temporal server stopped answering (stopped, restarted for
+    longer than the client's retries, or unreachable): gRPC's UNAVAILABLE, which the
+    client raises once its own retries are spent ("tcp connect error", "transport
+    error")."""
+    return isinstance(err, RPCError) and err.status == RPCStatusCode.UNAVAILABLE
+
+
 def check_address(address: str) -> None:
     """A Temporal frontend address is host:port; say so in one line otherwise."""
     host, sep, port = address.rpartition(":")

@@ -95,6 +95,7 @@ class TaskInfo(BaseModel):
     user_scenario: str  # the hidden instruction the user simulator plays
     reason_for_call: str | None = None
     known_info: str | None = None
+    unknown_info: str | None = None  # what the user does not know (scripted/customer says so when asked)
     gold_actions: list[GoldAction] = Field(default_factory=list)
     communicate_info: list[str] = Field(default_factory=list)
     # Conversation that already happened before the trial starts (rare; tau2 mock has some).

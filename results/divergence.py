@@ -120,7 +120,8 @@ class TaskDivergence(BaseModel):
     kind: str = Field(description="flaky or all_failed")
     failed: int
     scored: int
-    line: str = Field(description="the one line the report shows for the task")
+    line: str = Field(description="the task's line in a report: flaky, every parting point's sentence "
+                                  "(largest group first, joined by '; '); all_failed, its most common first step")
     groups: list[PartingGroup] = Field(default_factory=list, description="flaky: largest first")
     first_off_path: dict[str, Any] | None = Field(default=None, description=(
         "all_failed: the most common {kind, tool} off the gold path, with its count and the trials' steps"))
@@ -186,7 +187,8 @@ def _parting(failing: TrialActions, passing: list[TrialActions]) -> tuple[tuple,
     acts, other = failing.actions, best.actions
     if shared >= min(len(acts), len(other)):  # every action a passing trial's: only words differ
         first = (failing.diagnosis or {}).get("first_off_path") or {}
-        step = first.get("step") if first else acts[-1].step
+        # A cause with no step of its own (an NL assertion) is judged at the end.
+        step = first.get("step") if first.get("step") is not None else acts[-1].step
         return ("same", first.get("kind")), {
             "step": step, "after": None, "failing": "same actions", "passing": "same actions",
             "differing": {}, "passing_trial": best.trial_id, "passing_step": other[-1].step,
@@ -242,7 +244,7 @@ def task_divergence(trials: list[TrialActions]) -> TaskDivergence | None:
             first_off_path=facts["first_off_path"],
             sentence=_group_sentence(len(members), scored, facts, steps),
         ))
-    line = groups[0].sentence + (f"; {len(groups) - 1} other parting point(s)" if len(groups) > 1 else "")
+    line = "; ".join(g.sentence for g in groups)  # every parting point, the largest group first
     return TaskDivergence(kind="flaky", failed=len(failing), scored=scored, line=line, groups=groups)
 
 

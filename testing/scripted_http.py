@@ -6,7 +6,8 @@
             --agent-args '{"api_base": "<srv.url>/v1", "api_key_env": "PASSHAT_TEST_API_KEY"}' ...
 
 so trials travel litellm's real `openai/...` path (HTTP, the OpenAI client, its errors)
-while the answers are exactly those of `scripted/oracle` and `scripted/noisy-P` (and of the
+while the answers are exactly those of `scripted/oracle`, `scripted/customer` (as the user)
+and `scripted/noisy-P` (and of the
 review judges `reviewer`, `reviewer-misquote` and `reviewer-garbled`, which answer from
 the request alone: passhat.infra.scripted_review).
 
@@ -28,7 +29,8 @@ from the request itself which task it plays and on which side:
   * domain and task: for the user, the task whose `user_scenario` appears in that system
     prompt; for the agent, the domain whose agent system prompt it is and the task whose
     opening request (what `passhat.infra.scripted_provider.user_turn` says first, which
-    ends with the task id) is the first user-role message. When several tasks match (some
+    ends with the task id, or what scripted/customer says first) is the first user-role
+    message. When several tasks match (some
     share a scenario), the answer is used if every candidate gives the same one, and the
     request fails with an explanation if not.
 
@@ -56,6 +58,7 @@ from typing import Any, Iterable
 from passhat.contracts import STOP_TOKEN, TaskInfo
 from passhat.domains.registry import get_domain
 from passhat.infra import scripted_provider, scripted_review
+from passhat.infra.scripted_customer import customer_turn
 
 SCENARIO_TAG = "<scenario>"
 FIXED_MODEL = re.compile(r"fixed-(\d+)")
@@ -69,6 +72,13 @@ class ScriptedHTTPError(ValueError):
 def opening_request(task: TaskInfo) -> str:
     """What the scripted user says first: exactly scripted_provider.user_turn's opening."""
     return scripted_provider.user_turn(task, [])["content"]
+
+
+def openings(task: TaskInfo) -> list[str]:
+    """What each scripted user says first: the oracle's (which ends with the task id)
+    and scripted/customer's (its request alone: tasks whose requests read alike, as
+    telecom's do, cannot be told apart by it)."""
+    return [opening_request(task), customer_turn(task, [])["content"]]
 
 
 def success_probability(model: str) -> float:
@@ -110,7 +120,8 @@ class _DomainIndex:
         self.by_opening: dict[str, list[str]] = {}
         for task_id, task in self.tasks.items():
             self.by_scenario.setdefault(task.user_scenario, []).append(task_id)
-            self.by_opening.setdefault(opening_request(task), []).append(task_id)
+            for opening in dict.fromkeys(openings(task)):
+                self.by_opening.setdefault(opening, []).append(task_id)
 
     def scenario_matches(self, system_prompt: str) -> list[str]:
         # The user prompt embeds the scenario text verbatim; most prompts contain exactly
@@ -221,9 +232,8 @@ class ScriptedResponder:
             return self._unique(self._agent_candidates(system, messages),
                                 lambda _, task: fixed_agent_turn(task, messages, tools, calls))
         if SCENARIO_TAG in system:
-            return self._unique(
-                self._user_candidates(system), lambda _, task: scripted_provider.user_turn(task, messages)
-            )
+            user = customer_turn if model.rsplit("/", 1)[-1] == "customer" else scripted_provider.user_turn
+            return self._unique(self._user_candidates(system), lambda _, task: user(task, messages))
 
         def agent(index: _DomainIndex, task: TaskInfo) -> dict:
             if not noisy_succeeds(model, seed, index.name, task.id):

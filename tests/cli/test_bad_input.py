@@ -144,7 +144,8 @@ CASES: list[Case] = [
     Case("scripted-noisy-out-of-range",
          ("run", "--domain", "airline", "--agent-model", "scripted/noisy-1.5",
           "--user-model", "scripted/oracle", "--run-id", "scripted-noisy-out-of-range"),
-         "unknown scripted model 'scripted/noisy-1.5': use scripted/oracle, scripted/parallel, scripted/judge, "
+         "unknown scripted model 'scripted/noisy-1.5': use scripted/oracle, scripted/parallel, "
+         "scripted/customer, scripted/judge, "
          "scripted/reviewer, or one with 0 <= P <= 1: scripted/noisy-P"),
     Case("scripted-faulty-out-of-range",
          ("run", "--domain", "airline", "--agent-model", "scripted/faulty-2",

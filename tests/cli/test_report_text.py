@@ -59,8 +59,27 @@ def runs(tmp_path_factory):
                 store.begin_trial(spec)
                 store.finish_trial(spec.trial_id, 1.0, True, {"reward": 1.0}, "user_stop", 4)
     store.set_run_status("pair", "completed")
+
+    # `failed`: one failed trial with its diagnosis.
+    store.create_run(make_config("failed", agent_models=["openai/x"], trials=1, task_ids={"mock": ["t1"]}), 1)
+    failed = _spec("failed", "openai/x", "t1")
+    store.begin_trial(failed)
+    store.finish_trial(failed.trial_id, 0.0, False, {"reward": 0.0, "breakdown": {"DB": 1.0, "COMMUNICATE": 0.0}},
+                       "user_stop", 4, diagnosis=DIAGNOSIS)
+    store.set_run_status("failed", "completed")
     store.close()
-    return SimpleNamespace(url=url, home=home, live=live.trial_id, lost=lost.trial_id)
+    return SimpleNamespace(url=url, home=home, live=live.trial_id, lost=lost.trial_id, failed=failed.trial_id)
+
+
+DIAGNOSIS = {
+    "version": 3, "failed_parts": ["COMMUNICATE"],
+    "actions": [{"action": "renew_loan", "matched": True, "step": 4}],
+    "unexplained_writes": [], "communicate_missing": ["2024-06-01"], "nl_failed": [], "db_differences": [],
+    "attempted_writes": [{"step": 6, "tool": "renew_loan", "arguments": {"loan_id": "L1"},
+                          "error": "Error: This loan was already renewed once"}],
+    "first_off_path": {"kind": "missing_info", "step": 8, "tool": None, "detail": "2024-06-01"},
+    "ended_by": {"termination_reason": "user_stop", "how": "user stopped"},
+}
 
 
 @pytest.fixture
@@ -86,6 +105,21 @@ def test_error_class_is_named_once(runs, env):
     for text in (shown, listed, html):
         assert "AuthenticationError (HTTP 401) calling openai/x" in text, text
         assert "AuthenticationError: AuthenticationError" not in text, text
+
+
+def test_the_html_report_gives_each_failed_trial_the_diagnosis_show_prints(runs, env):
+    from html import escape
+
+    shown = passhat("show", runs.failed, env=env).stdout.splitlines()
+    lines = [line.strip() for line in shown[shown.index(next(x for x in shown if x.startswith("diagnosis: "))):]]
+    lines = [lines[0].removeprefix("diagnosis: "), *lines[1:3]]
+    assert lines == ["missing_info at step 8 (never said '2024-06-01'); user stopped",
+                     "attempted write, the tool refused it: renew_loan at step 6: Error: This loan was already renewed once",
+                     "never told the user: '2024-06-01'"]
+    html = passhat("report", "failed", "-o", "html", env=env).stdout
+    trial = html[html.index(f'{runs.failed} — '):]
+    assert f'<p class="diagnosis"><b>{escape(lines[0])}</b></p>' in trial
+    assert all(f"<li>{escape(line)}</li>" in trial for line in lines[1:])
 
 
 def test_show_of_a_running_trial_counts_its_recorded_steps(runs, env):
@@ -128,6 +162,18 @@ def test_piped_table_keeps_80_columns(runs, env):
         else:
             assert f"  a {MODELS[0]}\n  b {MODELS[1]} on mock\n" in text, text
             assert "    a - b: pass^1 +0.000 [+0.000, +0.000] over 2 shared tasks\n" in text, text
+
+
+def test_piped_output_takes_its_width_from_columns(runs, env, tmp_path):
+    """COLUMNS sets the width of a report in a pipe or a file, as on a terminal (80
+    columns without it)."""
+    narrow = {**env, "COLUMNS": "60"}
+    passhat("report", "pair", "--by", "task", "--out", str(tmp_path / "r.txt"), env=narrow)
+    for by in ("model", "task"):
+        usual = passhat("report", "pair", "--by", by, env=env).stdout
+        piped = passhat("report", "pair", "--by", by, env=narrow).stdout
+        assert max(map(len, piped.splitlines())) <= 60 < max(map(len, usual.splitlines())), piped
+    assert max(map(len, (tmp_path / "r.txt").read_text().splitlines())) <= 60
 
 
 def test_equal_curves_are_all_visible(runs):

@@ -211,6 +211,17 @@ def test_run_has_a_flag_for_every_option_and_a_file_key_for_each_but_model_args(
     assert set(file_keys().values()) == set(declared_options()) - {"agent_args", "user_args", "judge_args"}
 
 
+def test_the_configuration_docs_list_every_key_a_file_may_have():
+    """docs/configuration.md's key table names each key of a sweep file, in the first
+    column (`seed`, `concurrency`, ... share a row), and no key a file may not have."""
+    import re
+
+    docs = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
+    table = docs[docs.index("| key | what it sets |"):].split("\n\n")[0]
+    listed = {key for row in table.splitlines()[2:] for key in re.findall(r"`([a-z_]+)`", row.split(" | ")[0])}
+    assert listed == set(file_keys()) | {sweep_config.GATE_TABLE}
+
+
 def test_a_missing_or_unreadable_file(tmp_path):
     with pytest.raises(UserInputError, match=r"^nope\.toml: no such config file$"):
         sweep_config.load("nope.toml")

@@ -107,3 +107,75 @@ def test_a_skipped_write_is_not_taken_for_a_wrong_argument_of_the_same_tool():
     diagnosis = diagnose(gold, [], kinds, steps, {"breakdown": {"DB": 0.0}}, "user_stop")
     assert diagnosis["actions"][0]["differing_arguments"] == {"reservation_id": {"gold": "AAA", "actual": "AAX"}}
     assert diagnosis["first_off_path"] == {"kind": "wrong_argument", "step": 1, "tool": "cancel_reservation"}
+
+
+# A loan desk: the agent renews a loan, then (as the passing trials do too) tries to
+# renew it again, which the tool refuses without changing anything.
+LOAN_KINDS = {"find_member": "read", "renew_loan": "write"}
+LOAN_GOLD = [{"name": "find_member", "arguments": {"member_id": "m1"}, "compare_args": None},
+             {"name": "renew_loan", "arguments": {"loan_id": "L1"}, "compare_args": None}]
+
+
+def loan_steps(closing: str) -> list:
+    from passhat.contracts import Message, ToolCall
+
+    def call(step: int, name: str, args: dict, answer: str, error: bool = False) -> list:
+        return [(step, [Message(role="assistant", tool_calls=[ToolCall(id=f"c{step}", name=name, arguments=args)])]),
+                (step + 1, [Message(role="tool", content=answer, tool_call_id=f"c{step}", requestor="assistant",
+                                    error=error)])]
+
+    return [(0, [Message(role="assistant", content="Hi! How can I help you today?")]),
+            (1, [Message(role="user", content="Please renew my loan L1; I am member m1.")]),
+            *call(2, "find_member", {"member_id": "m1"}, '{"member_id": "m1"}'),
+            *call(4, "renew_loan", {"loan_id": "L1"}, '{"loan_id": "L1", "renewed": true}'),
+            *call(6, "renew_loan", {"loan_id": "L1"}, "Error: This loan was already renewed once", error=True),
+            (8, [Message(role="assistant", content=closing)])]
+
+
+def test_a_write_the_tool_refused_is_attempted_not_extra_and_the_headline_is_a_failed_part():
+    from passhat.domains.diagnosis import diagnose, one_line
+
+    steps = loan_steps("Your loan is renewed.")  # the due date (2024-06-01) never said
+    reward = {"breakdown": {"DB": 1.0, "COMMUNICATE": 0.0}}
+    diagnosis = diagnose(LOAN_GOLD, ["2024-06-01"], LOAN_KINDS, steps, reward, "user_stop")
+    assert diagnosis["unexplained_writes"] == []
+    assert diagnosis["attempted_writes"] == [{"step": 6, "tool": "renew_loan", "arguments": {"loan_id": "L1"},
+                                              "error": "Error: This loan was already renewed once"}]
+    assert diagnosis["first_off_path"]["kind"] == "missing_info"
+    assert one_line(diagnosis) == "missing_info at step 8 (never said '2024-06-01'); user stopped"
+
+
+def test_with_the_db_part_passed_no_write_heads_the_diagnosis():
+    from passhat.domains.diagnosis import diagnose, one_line
+
+    steps = loan_steps("Your loan is renewed.")
+    steps[7] = (steps[7][0], [steps[7][1][0].model_copy(update={"error": False, "content": "{}"})])
+    # A write no gold action explains, which left the DB as the gold one (tau2 says DB 1.0).
+    diagnosis = diagnose(LOAN_GOLD, ["2024-06-01"], LOAN_KINDS, steps,
+                         {"breakdown": {"DB": 1.0, "COMMUNICATE": 0.0}}, "user_stop")
+    assert [w["step"] for w in diagnosis["unexplained_writes"]] == [6]
+    assert diagnosis["first_off_path"]["kind"] == "missing_info"
+    # The same write heads it when the DB part failed.
+    failed_db = diagnose(LOAN_GOLD, ["2024-06-01"], LOAN_KINDS, steps,
+                         {"breakdown": {"DB": 0.0, "COMMUNICATE": 0.0}}, "user_stop")
+    assert one_line(failed_db) == "extra_write at step 6 (renew_loan); user stopped"
+    # Only an NL assertion failed: that is the headline, not the write.
+    nl = diagnose(LOAN_GOLD, [], LOAN_KINDS, steps, {"breakdown": {"DB": 1.0, "NL_ASSERTION": 0.0},
+                  "nl_checks": [{"nl_assertion": "The agent tells the new due date", "met": False}]}, "user_stop")
+    assert one_line(nl) == "nl_assertion ('The agent tells the new due date' not met); user stopped"
+
+
+def test_an_empty_reply_says_so_and_nothing_prints_none():
+    from passhat.contracts import Message
+    from passhat.domains.diagnosis import diagnose, one_line
+
+    steps = [(0, [Message(role="assistant", content="Hi! How can I help you today?")]),
+             (1, [Message(role="user", content="Please renew my loan L1.")]),
+             (2, [Message(role="assistant", content="")])]
+    # tau2 scores no part of a conversation that ended with an agent error.
+    diagnosis = diagnose(LOAN_GOLD, ["2024-06-01"], LOAN_KINDS, steps, {"breakdown": {}}, "agent_error")
+    assert one_line(diagnosis) == "empty_reply at step 2 (neither text nor tool calls); agent errored"
+    # An agent that never said a word: the info it never gave has no step, and no None.
+    silent = diagnose([], ["2024-06-01"], LOAN_KINDS, steps[1:2], {"breakdown": {"COMMUNICATE": 0.0}}, "user_stop")
+    assert one_line(silent) == "missing_info (never said '2024-06-01'); user stopped"
+    assert "None" not in one_line({**silent, "ended_by": {"termination_reason": None, "how": None}})

@@ -40,14 +40,14 @@ def test_the_example_domain_passes_its_check(env):
     # Tasks 0 and 1 change nothing (the agent must refuse): an agent that does nothing
     # and says nothing scores 1.0 on them.
     ("airline", ["0", "1", "2"], [
-        "airline\t0\tstill scores 1.0 when the agent communicates nothing",
-        "airline\t1\tstill scores 1.0 when the agent communicates nothing",
+        "airline\t0\tevaluation_criteria: still scores 1.0 when the agent communicates nothing",
+        "airline\t1\tevaluation_criteria: still scores 1.0 when the agent communicates nothing",
     ]),
     ("retail", ["0", "1"], None),
     ("telecom", None, None),
     ("mock", ["create_task_1", "create_task_1_nl_eval", "update_task_with_history_and_env_assertions"], [
-        "mock\tcreate_task_1_nl_eval\tstill scores 1.0 when the agent communicates nothing",
-        "mock\tupdate_task_with_history_and_env_assertions\tits gold actions score 0, not 1.0",
+        "mock\tcreate_task_1_nl_eval\tevaluation_criteria: still scores 1.0 when the agent communicates nothing",
+        "mock\tupdate_task_with_history_and_env_assertions\tevaluation_criteria.actions: its gold actions score 0, not 1.0",
     ]),
 ])
 def test_the_built_in_domains_are_checked(env, domain, tasks, findings):
@@ -72,8 +72,8 @@ def test_a_planted_mistake_is_found(env, tmp_path):
     path.write_text(json.dumps([typo, unguarded]))
     result = check(env, f"pharmacy@{path}", "--plugin", "pharmacy")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert f"\t{typo['id']}\tstill scores 1.0 without its last state-changing gold action (request_refill)" in result.stdout
-    assert f"\t{unguarded['id']}\tstill scores 1.0 when the agent communicates nothing" in result.stdout
+    assert f"\t{typo['id']}\tevaluation_criteria.actions.2: still scores 1.0 without its last state-changing gold action (request_refill)" in result.stdout
+    assert f"\t{unguarded['id']}\tevaluation_criteria: still scores 1.0 when the agent communicates nothing" in result.stdout
 
 
 def test_a_domain_whose_environment_fails_to_build_is_one_line(env):
@@ -114,11 +114,81 @@ def test_communicate_info_that_any_reply_meets_is_a_finding(env, tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     findings = [line.split("\t")[2] for line in result.stdout.strip().splitlines()[:-1]]
     assert findings == [
-        f"communicate_info {word!r} is met by chance: tau2 looks for it in the agent's messages "
+        f"evaluation_criteria.communicate_info.{n}: {word!r} is met by chance: tau2 looks for it in the agent's messages "
         f"(any case), and a reply naming no task data already has it ({reply!r}); "
         "name the task's data (an amount, an id, a date) instead"
-        for word, reply in (
-            ("already", "I have already checked: your request is pending and will be processed shortly."),
-            ("Address", "Could you confirm your name, your user id or the email address on the account?"),
-            ("pending", "I have already checked: your request is pending and will be processed shortly."),
+        for n, word, reply in (
+            (len(own), "already", "I have already checked: your request is pending and will be processed shortly."),
+            (len(own) + 1, "Address", "Could you confirm your name, your user id or the email address on the account?"),
+            (len(own) + 2, "pending", "I have already checked: your request is pending and will be processed shortly."),
         )], result.stdout
+
+
+# A plugin of a team's own, as a team writes one: a package that reads its tasks from
+# the tasks.json beside it and validates them itself (pharmacy's tools and data).
+OWN_PLUGIN = '''
+import json
+from pathlib import Path
+from tau2.data_model.tasks import Task
+from tau2.registry import registry
+import pharmacy
+
+def get_tasks(task_split_name=None):
+    return [Task.model_validate(t) for t in json.loads((Path(__file__).parent / "tasks.json").read_text())]
+
+registry.register_domain(pharmacy.get_environment, "library")
+registry.register_tasks(get_tasks, "library")
+'''
+
+
+def _own_tasks(cut):  # noqa: ANN001, ANN202 - a function that breaks the example's task list
+    tasks = json.loads((EXAMPLES / "pharmacy" / "tasks.json").read_text())
+    return cut(tasks) or tasks
+
+
+def _set(path: str, value):  # noqa: ANN001, ANN202
+    def cut(tasks):  # noqa: ANN001, ANN202
+        *keys, last = path.split("/")
+        target = tasks
+        for key in keys:
+            target = target[int(key) if key.isdigit() else key]
+        if value is None:
+            del target[last]
+        else:
+            target[int(last) if last.isdigit() else last] = value
+    return cut
+
+
+@pytest.mark.parametrize("tasks, code, line", [
+    # Structural mistakes are findings (exit 1) naming the task and the field, not what
+    # playing the broken task leads to ("still scores 1.0 without ... (extend_pickup)").
+    pytest.param(_own_tasks(_set("1/evaluation_criteria/actions/3/name", "extend_pickup")), 1,
+                 "library\trefill_then_move\tevaluation_criteria.actions.3.name: the library domain has no "
+                 "agent tool 'extend_pickup'; its agent tools are: change_pickup_store, find_patient, "
+                 "get_prescription, list_stores, request_refill, transfer_to_pharmacist", id="unknown-tool"),
+    pytest.param(_own_tasks(_set("0/evaluation_criteria/actions/2/arguments", {"rx": "rx1", "store_id": "s1"})), 1,
+                 "library\trefill_main_street\tevaluation_criteria.actions.2 (request_refill): argument 'rx': "
+                 "the tool has no such parameter; its parameters are: rx_id, store_id", id="wrong-argument-name"),
+    # Mistakes that keep the tasks from loading are one error line (exit 2), as for a task file.
+    pytest.param(_own_tasks(_set("1/id", "refill_main_street")), 2,
+                 "error: domain library failed to load (its environment or tasks): the task at index 1 "
+                 "(id 'refill_main_street') repeats the id of the task at index 0; task ids must be unique "
+                 "(one of them would silently be lost)", id="duplicate-id"),
+    pytest.param(_own_tasks(_set("2/user_scenario", None)), 2,
+                 "error: domain library failed to load (its environment or tasks): task file {tasks}: the task "
+                 "at index 2 (id 'controlled_refused'): user_scenario: Field required", id="missing-user-scenario"),
+    pytest.param('[{"id": "a",\n  "user_scenario": }]', 2,
+                 "error: domain library failed to load (its environment or tasks): {tasks} is not valid JSON: "
+                 "Expecting value at line 2, column 20", id="json-error"),
+])
+def test_a_plugins_own_tasks_are_held_to_what_a_task_file_is(env, tmp_path, tasks, code, line):
+    plugin = tmp_path / "plugins" / "library"
+    plugin.mkdir(parents=True)
+    (plugin / "__init__.py").write_text(OWN_PLUGIN)
+    path = plugin / "tasks.json"
+    path.write_text(tasks if isinstance(tasks, str) else json.dumps(tasks, indent=1))
+    env = {**env, "PYTHONPATH": f"{tmp_path / 'plugins'}{os.pathsep}{env['PYTHONPATH']}"}
+    result = check(env, "library", "--plugin", "library")
+    assert result.returncode == code, result.stdout + result.stderr
+    shown = result.stdout if code == 1 else result.stderr
+    assert line.format(tasks=path) in shown.splitlines(), shown

@@ -144,3 +144,23 @@ async def test_fixed_length_conversations_make_exactly_that_many_calls(client, s
         assert messages[-1].role == "user" and messages[-1].content == STOP_TOKEN
         assert trial.termination_reason == "user_stop"
     assert model_server.served == 3 * calls
+
+
+def test_the_customer_user_answers_over_http_as_in_process(airline_responder):
+    """`openai/customer` as the user is scripted/customer; the oracle agent finds its task
+    from the customer's opening, which does not name it."""
+    from passhat.infra.scripted_customer import customer_turn
+
+    d = get_domain("airline")
+    task = d.task("2")
+    user = airline_responder.answer({"model": "customer", "seed": 1, "messages": [
+        {"role": "system", "content": d.user_system_prompt("2")},
+        {"role": "user", "content": AGENT_GREETING},
+    ]})
+    assert user == customer_turn(task, [{"role": "user", "content": AGENT_GREETING}])
+    assert "(task 2)" not in user["content"]
+    body = agent_body("2")
+    body["messages"][-1]["content"] = user["content"]
+    gold = task.gold_actions[0]
+    assert airline_responder.answer(body)["tool_calls"][0]["function"] == {
+        "name": gold.name, "arguments": json.dumps(gold.arguments)}

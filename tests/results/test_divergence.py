@@ -62,7 +62,8 @@ def test_failing_trials_are_grouped_by_where_they_leave_the_passing_ones():
                                "(step 6, after get_reservation_details)")
     # It stopped calling: its end (at its closing message, step 4) is the parting point.
     assert (third.trials, third.steps, third.failing) == (["t5"], [4], "ended (hit max_steps)")
-    assert result.line == first.sentence + "; 2 other parting point(s)"
+    # Every parting point, the largest group first.
+    assert result.line == "; ".join([first.sentence, second.sentence, third.sentence])
 
 
 def test_the_same_actions_with_other_words_are_grouped_by_the_diagnosis():
@@ -137,3 +138,24 @@ def test_a_cause_is_the_first_step_off_the_path_else_where_the_state_differs():
     assert cause_of(user_db) == "user DB differs" and one_line(user_db).startswith("user DB differs at")
     assert cause_of(ended | {"first_off_path": {"kind": "extra_write", "step": 3, "tool": "t"}}) == "extra_write"
     assert cause_of(ended) == "on the gold path"
+
+
+def test_a_trial_that_differs_only_in_words_is_headed_by_the_part_that_failed():
+    """Every trial also makes a write the tool refuses: the failing one, which passed the
+    DB part and failed COMMUNICATE, differs in what the agent said (not an extra write)."""
+    from passhat.domains.diagnosis import diagnose
+
+    calls = [("get_user_details", {"user_id": "u1"}), ("cancel_reservation", {"reservation_id": "R1"}),
+             ("cancel_reservation", {"reservation_id": "R1"})]
+    failing = conversation(calls, ending="Cancelled.")
+    failing[7] = (7, [Message(role="tool", content="Error: Reservation already cancelled", tool_call_id="c2",
+                              requestor="assistant", error=True)])
+    gold = [{"name": n, "arguments": a, "compare_args": None} for n, a in calls[:2]]
+    diagnosis = diagnose(gold, ["200 USD"], {"cancel_reservation": "write"}, failing,
+                         {"breakdown": {"DB": 1.0, "COMMUNICATE": 0.0}}, "user_stop")
+    result = task_divergence([
+        trial(0, True, calls, ending="Cancelled; your refund is 200 USD."),
+        TrialActions("t1", 1, False, agent_actions(failing, "user_stop"), diagnosis),
+    ])
+    assert result.groups[0].sentence == ("1 of 2 trials made the same calls as a passing trial and differ only "
+                                         "in what the agent said (missing_info at step 8)")
