@@ -71,7 +71,7 @@ def measure(want: Target, rounds: gate.Rounds) -> Measurement:
     data = gate.merged(rounds)
     tasks = sorted(data)
     aim = _aim(want.precision)
-    evidence = gate.replay(want.k, 0.0, rounds, tasks, aim=aim)
+    evidence = gate.replay(want.k, 0.0, rounds, tasks, aim=aim, aimed=False)
     threshold = math.log(2 / (1 - want.confidence))
 
     def rejected(test: int, x: float) -> bool:
@@ -88,8 +88,8 @@ def measure(want: Target, rounds: gate.Rounds) -> Measurement:
         plan = evidence.plan((below, above))
         _, q_low = evidence.evidence(Evidence.PASS, below)
         _, q_high = evidence.evidence(Evidence.FAIL, above)
-        useful = gate.worth_running(evidence, plan[Evidence.PASS], q_low) | \
-            gate.worth_running(evidence, plan[Evidence.FAIL], q_high)
+        useful = gate.worth_running(evidence, plan[Evidence.PASS], q_low, Evidence.PASS) | \
+            gate.worth_running(evidence, plan[Evidence.FAIL], q_high, Evidence.FAIL)
         idle = {t for t, u in zip(tasks, useful[0]) if not u}
     estimates = [e for e in (gate.task_estimate(data[t], want.k) for t in tasks) if e is not None]
     return Measurement(
