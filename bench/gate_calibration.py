@@ -171,7 +171,7 @@ def cases(rng: np.random.Generator, k: int, margin: float, max_trials: int) -> l
         Case("missing", "pass^1 0.9 at bar 0.9, half of successes not evaluable, max 8", np.full(20, 0.9),
              [gate.absolute(1, 0.9)], both, 8, missing=(0.5, 0.0)),
     ]
-    for r in (0.10, 0.12):
+    for r in (0.02, 0.05, 0.10, 0.12):
         for whole in (False, True):
             out.append(Case("mar", f"bench suite, pass^4 holds by 0.1, max 16, {r:.0%} not evaluable at random, "
                             f"{'whole blocks' if whole else 'curtailed'}", board, [gate.absolute(4, t4 - 0.1)],
