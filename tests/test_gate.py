@@ -243,12 +243,15 @@ def _gate_in_rounds(criteria, ps, max_trials, seed=0):  # noqa: ANN001, ANN201
         rounds.append({t: [rng.random() < ps[int(t[1:])] for _ in range(size)] for t in chosen})
 
 
-@pytest.mark.parametrize("k, max_trials, bets", [(1, 8, "blocks"), (4, 16, "blocks"), (4, 16, "trials")])
-def test_an_agent_that_never_fails_passes_a_bar_of_095_within_the_budget(k, max_trials, bets):
-    """20 tasks that always succeed: pass^1 >= 0.95 within 8 trials a task (one look at 160
-    successes rejects 'below 0.95' at 0.95^160), pass^4 >= 0.95 within 16, bet on blocks
-    or per trial."""
-    rounds, (result,), _ = _gate_in_rounds([gate.absolute(k, 0.95, bets=bets)], [1.0] * 20, max_trials)
+@pytest.mark.parametrize("tasks", [20, 19])
+@pytest.mark.parametrize("k, bar, max_trials, bets", [(1, 0.95, 8, "blocks"), (4, 0.95, 16, "blocks"),
+                                                      (4, 0.95, 16, "trials"), (4, 0.9, 8, "blocks")])
+def test_an_agent_that_never_fails_passes_a_high_bar_within_the_budget(k, bar, max_trials, bets, tasks):
+    """20 or 19 tasks that always succeed: pass^1 >= 0.95 within 8 trials a task, pass^4 >=
+    0.95 within 16 (bet on blocks or per trial), pass^4 >= 0.9 within 8 (two rounds: the
+    first must be bet high, gate.aims). With a fixed cap and no aim, 19 tasks missed 0.95
+    within 16 by 0.01 nats, and pass^4 >= 0.9 within 8 was never PASSed."""
+    rounds, (result,), _ = _gate_in_rounds([gate.absolute(k, bar, bets=bets)], [1.0] * tasks, max_trials)
     assert result.verdict == gate.PASS
     assert max(len(v) for v in gate.merged(rounds).values()) <= max_trials
 
