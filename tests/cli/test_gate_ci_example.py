@@ -36,7 +36,8 @@ def _expand(value: str, event: str, number: str = PR_NUMBER) -> str:
     """The `${{ }}` expressions of the example, as GitHub fills them for a push to main or
     pull request `number` onto it; any other expression fails the test."""
     known = {"github.sha": MAIN_SHA if event == "push" else PR_SHA, "github.event.pull_request.number": number,
-             "github.event.pull_request.base.sha": MAIN_SHA, "secrets.OPENAI_API_KEY": "unused-by-scripted-models"}
+             "github.event.pull_request.base.sha": MAIN_SHA, "secrets.OPENAI_API_KEY": "unused-by-scripted-models",
+             "secrets.PASSHAT_DB_URL": ""}  # the jobs' shared store: each job below sets one
 
     def fill(match: re.Match) -> str:
         name = match.group(1).strip()
@@ -80,7 +81,7 @@ def installed(tmp_path_factory):
                           capture_output=True, text=True, check=True).stdout.strip()
     (Path(site) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     job_env, install, _, _ = _steps()
-    env = {**os.environ, **{k: _expand(v, "push") for k, v in job_env.items()},
+    env = {**os.environ, **{k: _expand(v, "push") for k, v in job_env.items() if k != "PASSHAT_DB_URL"},
            "PASSHAT_GIT": f"file://{clone}", "PASSHAT_REF": sha,
            "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(["bash", "-e", "-c", install["run"]], env=env, capture_output=True, text=True,
