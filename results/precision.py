@@ -67,7 +67,7 @@ def _aim(precision: float) -> Callable[[Evidence], tuple[np.ndarray, np.ndarray]
 
 def measure(want: Target, rounds: gate.Rounds) -> Measurement:
     """The measurement on the trials so far (per round, task id -> outcomes in the order
-    they ran; None: not evaluable, left out)."""
+    they ran; None: not evaluable, read against each bound as the gate's tests read it)."""
     data = gate.merged(rounds)
     tasks = sorted(data)
     aim = _aim(want.precision)
@@ -175,5 +175,6 @@ def markdown(rec: dict) -> str:
     lines.append("Interval: anytime-valid confidence sequence for the mean over these tasks of p^k, "
                  f"two-sided at {rec['confidence']:.0%} (see docs/gate.md). Estimate: the mean over tasks of "
                  "tau2's C(c, k) / C(n, k), a plug-in (the rounds chose the trials from the outcomes, so it "
-                 "is not unbiased). Not-evaluable trials are left out, which assumes they are missing at random.")
+                 "is not unbiased), over the evaluable trials. A not-evaluable trial counts as a failure for the lower "
+                 "bound and as a success for the upper one, so the interval holds whatever made it not evaluable.")
     return "\n".join(lines) + "\n"

@@ -87,7 +87,8 @@ def installed(tmp_path_factory):
     done = subprocess.run(["bash", "-e", "-c", install["run"]], env=env, capture_output=True, text=True,
                           timeout=1200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert (venv / "bin" / "passhat").exists()
+    # (`pip install passhat` finds the test environment's own passhat and installs nothing.)
+    assert (venv / "bin" / "passhat").exists(), f"the install step installed no passhat: {install['run']}"
     return venv / "bin"
 
 
