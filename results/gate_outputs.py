@@ -65,10 +65,11 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-# What the bench measured of the plug-in estimate's error, given the verdict
-# (bench/gate_calibration.py, docs/gate.md "What is estimated"): the summary says it.
-BIAS_AFTER_PASS = "+0.00 to +0.04"
-BIAS_AFTER_FAIL = "-0.03 to 0.00"
+# What the bench measured of the plug-in estimate's error given the verdict, where that
+# verdict had a chance of 0.2 or more, and where it was rarer (bench/gate_calibration.py,
+# docs/gate.md "What is estimated"): the summary says it.
+BIAS = ("0.00 to 0.07 high after a PASS and 0.00 to 0.06 low after a FAIL where the verdict was a likely one, "
+        "and up to 0.45 off where it was a rare one")
 
 
 def markdown(record: dict[str, Any]) -> str:
@@ -110,8 +111,7 @@ def markdown(record: dict[str, Any]) -> str:
                  "A not-evaluable trial counts as a failure for PASS and as a success for FAIL, so the verdict "
                  "holds whatever made it not evaluable. "
                  f"Plug-in estimate: {estimate}, over the evaluable trials; the gate chose each task's trials "
-                 "from the outcomes, so it is not unbiased: in simulation it ran "
-                 f"{BIAS_AFTER_PASS} from the truth after a PASS and {BIAS_AFTER_FAIL} after a FAIL.")
+                 f"from the outcomes, so it is not unbiased: in simulation it ran {BIAS}.")
     return "\n".join(lines) + "\n"
 
 

@@ -139,7 +139,7 @@ def simulate(rng: np.random.Generator, ps: np.ndarray, criteria: Sequence[gate.C
         used = np.max([s.run(live, chosen, readings(success, lost), max(curtail) if curtail else None)
                        for s in sims], axis=0)
         spent[live] += chosen * used
-        taken = np.arange(size) < used[..., None]
+        taken = (np.arange(size) < used[..., None]) & chosen[..., None]
         counted[0, live] += (taken & ~lost).sum(axis=2)
         counted[1, live] += (taken & ~lost & success).sum(axis=2)
         if history is not None:
