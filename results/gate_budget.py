@@ -7,7 +7,8 @@ measures the gate with, so the gate's decision code is what answers.
 
 An agent that never fails, or one that fails every trial of some tasks and none of the
 others, gives the same trials in every gate: one simulated gate answers for it exactly.
-The power figures are shares of GATES simulated gates (Monte Carlo error about +-0.035).
+The power figures are shares of GATES simulated gates (Monte Carlo error about +-0.035; fewer
+on a suite of more than 40 tasks, as the preview says).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from passhat.results import gate, gate_rounds
 from passhat.results.gate_simulation import FAIL, PASS, recorded_baseline, simulate
 
 GATES = 200  # simulated gates behind each power figure
+TASK_GATES = 8000  # ... fewer on a large suite: at most this many simulated tasks in all (50 gates at least)
 POWER = 0.8  # the chance of a PASS the preview names a budget for
 HORIZON = 4  # the budget that gives POWER is read from one simulation of this many times the budget
 MOST_TRIALS = 4096  # the budget check looks no further
@@ -109,13 +111,19 @@ def check(budget: Budget) -> str | None:
             f"{n} task{'s' if n != 1 else ''}; {' or '.join(could)} could")
 
 
+def gates_for(tasks: int) -> int:
+    """How many gates the preview simulates on a suite of `tasks` tasks."""
+    return max(50, min(GATES, TASK_GATES // max(tasks, 1)))
+
+
 def power(budget: Budget, criterion: gate.Criterion, truth: float, max_trials: int | None = None,
-          gates: int = GATES) -> tuple[float, np.ndarray]:
+          gates: int | None = None) -> tuple[float, np.ndarray]:
     """The chance the criterion PASSes within the budget when every task's pass^k is
     `truth` (in the gate's rounds), and per round the share of gates PASSed by then."""
     tasks = budget.suite()
     p = np.full(len(tasks), truth ** (1 / criterion.k))
-    done = simulate(np.random.default_rng(SEED), p, [criterion], gates, max_trials or budget.max_trials,
+    done = simulate(np.random.default_rng(SEED), p, [criterion], gates or gates_for(len(tasks)),
+                    max_trials or budget.max_trials,
                     size=budget.size, whole_blocks=budget.whole_blocks)
     rounds = (max_trials or budget.max_trials) // budget.size
     by_round = np.array([np.mean((done.verdict == PASS) & (done.rounds <= r)) for r in range(1, rounds + 1)])
@@ -154,7 +162,9 @@ def preview(budget: Budget) -> list[str]:
     of a PASS at this budget for an agent whose pass^k is the bar plus 0.05 and plus 0.1,
     and the --max-trials that would make it POWER for the first; per regression, the
     smallest drop it can detect."""
-    lines = []
+    lines: list[str] = []
+    if not budget.suite():
+        return lines
     for c in budget.criteria:
         if c.kind == "absolute":
             said, curve = [], None
@@ -164,7 +174,8 @@ def preview(budget: Budget) -> list[str]:
                 chance, by_round = power(budget, c, c.threshold + gap)
                 curve = by_round if curve is None else curve
                 said.append(f"{chance:.2f} if its pass^{c.k} is {c.threshold + gap:.2f}")
-            line = f"{c.describe()}: PASS at this budget (simulated, {GATES} gates) {', '.join(said)}"
+            line = (f"{c.describe()}: PASS at this budget (simulated, {gates_for(len(budget.suite()))} gates) "
+                    f"{', '.join(said)}")
             if c.threshold + 0.05 <= 1:
                 line += "; " + _budget_for_power(budget, c, curve)
             lines.append(line)
