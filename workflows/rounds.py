@@ -55,8 +55,10 @@ class RoundsRequest(BaseModel):
         measurement and the seeds. A command that attaches to them must say the same."""
         from passhat.contracts import stable_hash
 
-        # whole_blocks counts only when set: rounds recorded before it existed keep theirs.
-        measure = self.measure.model_dump_json(exclude=set() if self.measure.whole_blocks else {"whole_blocks"})
+        # whole_blocks and baseline_curtail count only when set: rounds recorded before they
+        # existed keep theirs.
+        unset = {name for name in ("whole_blocks", "baseline_curtail") if not getattr(self.measure, name)}
+        measure = self.measure.model_dump_json(exclude=unset)
         return stable_hash(f"{self.config.fingerprint()}/{measure}/{self.seed_offset}")
 
     def tasks(self) -> list[str]:
