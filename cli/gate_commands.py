@@ -19,10 +19,10 @@ from passhat.cli.common import check_output, one_line_errors, open_store, out_co
 from passhat.cli.preview import CONFIRM_ABOVE
 from passhat.cli.rounds import run_rounds
 from passhat.cli.run_options import RunOptions, UserInputError, given_on_command_line, with_run_options
-from passhat.results.gate_outputs import FIXED_K
 from passhat.results.gate_rounds import round_trials
+from passhat.results.gate_units import curtailed_baseline_refusal
 
-DEFAULT_MAX_TRIALS = 8  # per task: never more than the fixed design of k=8 on every task
+DEFAULT_MAX_TRIALS = 8  # per task: never more trials than a fixed design of 8 a task
 
 
 @one_line_errors
@@ -31,13 +31,14 @@ DEFAULT_MAX_TRIALS = 8  # per task: never more than the fixed design of k=8 on e
 def gate(
     ctx: typer.Context,
     options: RunOptions,
-    config: Optional[str] = typer.Option(None, "--config", help="A sweep config (TOML), as `passhat run --config` takes; its [gate] table may set require, baseline, max_drop, regression_metric, confidence, max_trials and whole_blocks. Options given on the command line override it."),
+    config: Optional[str] = typer.Option(None, "--config", help="A sweep config (TOML), as `passhat run --config` takes; its \\[gate] table may set require, baseline, max_drop, regression_metric, confidence, max_trials and whole_blocks. Options given on the command line override it."),
     require: list[str] = typer.Option([], "--require", help="An absolute criterion, 'pass^K >= X' (repeat for several)."),
     baseline: Optional[str] = typer.Option(None, "--baseline", metavar="RUN", help="A recorded run (or gate) to compare with, task by task, with --max-drop."),
     max_drop: Optional[float] = typer.Option(None, "--max-drop", metavar="D", help="Regression criterion: the metric may be at most D below --baseline's."),
     regression_metric: Optional[str] = typer.Option(None, "--regression-metric", metavar="pass^K", help="The metric of the regression criterion; default pass^1."),
     confidence: Optional[float] = typer.Option(None, "--confidence", help="Confidence of every criterion's verdict; default 0.95."),
     max_trials: Optional[int] = typer.Option(None, "--max-trials", metavar="N", help=f"Budget: most trials any one task gets; default {DEFAULT_MAX_TRIALS}."),
+    force: bool = typer.Option(False, "--force", help="Run even when an agent that never fails could not PASS every criterion within --max-trials (the gate refuses such a budget before the first conversation, naming one that could)."),
     whole_blocks: bool = typer.Option(False, "--whole-blocks", help="Run a pass^k block's k trials at once: a round takes one conversation's time instead of up to k, but a block whose first trial fails still runs all k (by default a block stops at its first failure; docs/gate.md, Curtailed blocks)."),
     junit: Optional[str] = typer.Option(None, "--junit", metavar="FILE", help="Write JUnit XML: one test case per task per criterion."),
     summary: Optional[str] = typer.Option(None, "--summary", metavar="FILE", help="Write the markdown summary (it is also appended to $GITHUB_STEP_SUMMARY when that is set)."),
@@ -65,7 +66,9 @@ def gate(
     try:
         criteria = _criteria(settings, decide)
     except decide.GateError as err:
-        raise UserInputError(str(err))
+        key = getattr(err, "key", None)  # a value from the [gate] table: say which file and key
+        raise UserInputError(f"{config}: gate.{key}: {err}" if key and given.get(key) is None and key in table
+                             else str(err))
     cap = settings["max_trials"] if settings["max_trials"] is not None else DEFAULT_MAX_TRIALS
     if cap < round_trials(criteria):
         raise UserInputError(f"--max-trials must be at least {round_trials(criteria)} "
@@ -78,6 +81,8 @@ def gate(
     base = build_config(options)
     store = open_store()
     request = _request(store, base, criteria, settings["baseline"], cap, bool(settings["whole_blocks"]))
+    if not _recorded(store, base.run_id):  # a new gate: say what its budget can decide before spending
+        _before_spending(request, criteria, force)
     record = run_rounds(request, workers=workers, yes=yes, output=output, detach=detach)
     if record is None:  # detached: `passhat status` follows it
         return
@@ -86,13 +91,23 @@ def gate(
 
 
 def _criteria(settings: dict[str, Any], decide) -> list:  # noqa: ANN001 - the gate module
+    def read(key: str, parse):  # noqa: ANN001, ANN202 - a GateError says which setting it came from
+        try:
+            return parse()
+        except decide.GateError as err:
+            err.key = key
+            raise
+
     conf = settings["confidence"] if settings["confidence"] is not None else decide.DEFAULT_CONFIDENCE
-    criteria = [decide.parse_requirement(text, conf) for text in settings["require"] or []]
+    if settings["confidence"] is not None:
+        read("confidence", lambda: decide.absolute(1, 0.0, conf))
+    criteria = [read("require", lambda text=text: decide.parse_requirement(text, conf))
+                for text in settings["require"] or []]
     if (settings["baseline"] is None) != (settings["max_drop"] is None):
         raise decide.GateError("--baseline and --max-drop go together: the regression criterion needs both")
     if settings["baseline"] is not None:
-        criteria.append(decide.regression(decide.parse_metric(settings["regression_metric"] or "pass^1"),
-                                          settings["max_drop"], conf))
+        k = read("regression_metric", lambda: decide.parse_metric(settings["regression_metric"] or "pass^1"))
+        criteria.append(read("max_drop", lambda: decide.regression(k, settings["max_drop"], conf)))
     elif settings["regression_metric"] is not None:
         raise decide.GateError("--regression-metric needs --baseline RUN --max-drop D")
     if not criteria:
@@ -101,10 +116,11 @@ def _criteria(settings: dict[str, Any], decide) -> list:  # noqa: ANN001 - the g
     return criteria
 
 
-def _baseline_outcomes(store, run_id: str) -> "tuple[dict[str, list] | list[dict[str, list]], set[int]]":  # noqa: ANN001
+def _baseline_outcomes(store, run_id: str, k: int):  # noqa: ANN001, ANN202
     """A run's outcomes; or a gate's, one mapping per round in the order they ran, so its
-    blocks are bet in the order the gate chose them (passhat.results.gate.baseline_blocks);
-    and the seeds its runs sent."""
+    blocks are bet in the order the gate chose them (passhat.results.gate.baseline_blocks),
+    with the block sizes its rounds were curtailed to (none when they ran whole); and the
+    seeds its runs sent. k: the regression's pass^k, which such a gate must be able to give."""
     from passhat.cli.rounds import outcomes, recorded_rounds
 
     runs = [run_id] if store.get_run(run_id) is not None else recorded_rounds(store, run_id)
@@ -116,12 +132,11 @@ def _baseline_outcomes(store, run_id: str) -> "tuple[dict[str, list] | list[dict
         raise UserInputError(f"--baseline {run_id} has several agent models ({', '.join(sorted(models))}); "
                              "give a run of one")
     configs = [store.get_run(r).run_config() for r in runs]
-    if any(c.curtail for c in configs):
-        raise UserInputError(f"--baseline {run_id} is a gate on pass^k whose rounds stopped each block at its first "
-                             "failure (passhat.curtailment): its trials cannot be cut into another criterion's "
-                             "blocks; give a run (`passhat run`) as the baseline")
+    curtail = sorted({size for c in configs for size in c.curtail})
+    if curtail and k != 1 and k not in curtail:
+        raise UserInputError(f"--baseline {run_id}: {curtailed_baseline_refusal(curtail, k)}")
     seeds = {c.seed for c in configs}
-    return (outcomes(store, runs) if runs == [run_id] else [outcomes(store, [r]) for r in runs]), seeds
+    return (outcomes(store, runs) if runs == [run_id] else [outcomes(store, [r]) for r in runs]), curtail, seeds
 
 
 def _request(store, base, criteria, baseline: str | None, cap: int, whole_blocks: bool = False):  # noqa: ANN001, ANN202
@@ -132,11 +147,37 @@ def _request(store, base, criteria, baseline: str | None, cap: int, whole_blocks
     from passhat.workflows.round_choice import Measure
     from passhat.workflows.rounds import RoundsRequest
 
-    reference, seeds = _baseline_outcomes(store, baseline) if baseline else (None, set())
+    regression = next((c for c in criteria if c.kind == "regression"), None)
+    reference, curtail, seeds = _baseline_outcomes(store, baseline, regression.k) if baseline else (None, [], set())
     measure = Measure(kind="gate", max_trials=cap, criteria=[asdict(c) for c in criteria], baseline=reference,
-                      whole_blocks=whole_blocks)
-    return RoundsRequest(config=base, measure=measure, fixed_trials=FIXED_K,
+                      whole_blocks=whole_blocks, baseline_curtail=curtail)
+    return RoundsRequest(config=base, measure=measure, fixed_trials=cap,
                          seed_offset=seed_offset(base.seed, seeds, cap // round_trials(criteria)))
+
+
+def _recorded(store, run_id: str) -> bool:  # noqa: ANN001 - a Store
+    from passhat.cli.rounds import recorded_rounds
+
+    return bool(recorded_rounds(store, run_id))
+
+
+def _before_spending(request, criteria, force: bool) -> None:  # noqa: ANN001
+    """Before a new gate's first conversation: refuse (exit 2) a budget in which an agent
+    that never fails could not PASS every criterion, naming one that could, unless --force;
+    then say, with the first round's preview, how likely a PASS is at this budget
+    (passhat.results.gate_budget, the bench's simulation)."""
+    from passhat.cli.common import err_console
+    from passhat.results.gate_budget import Budget, check, preview
+
+    m = request.measure
+    budget = Budget(tuple(criteria), request.tasks(), m.max_trials, m.baseline, tuple(m.baseline_curtail),
+                    m.whole_blocks)
+    gate_id = request.config.run_id
+    problem = check(budget)
+    if problem and not force:
+        raise UserInputError(f"gate {gate_id}: {problem}; --force runs it anyway")
+    for line in ([f"{problem} (--force: running it anyway)"] if problem else []) + preview(budget):
+        err_console.print(f"gate {gate_id}: {line}", highlight=False, markup=False, soft_wrap=True)
 
 
 def seed_offset(seed: int, taken: set[int], rounds: int) -> int:

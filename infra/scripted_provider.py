@@ -26,6 +26,10 @@ custom-provider hook, so they travel the same code path as any real provider.
 - `scripted/reviewer` (and its variants) reviews a trial for `passhat review`
   (passhat.infra.scripted_review).
 - A `latency` model argument (seconds) delays every answer, to measure throughput.
+- A `failures` model argument of `"not_evaluable"` makes `scripted/noisy-P`'s failing trials
+  end not evaluable instead (its first answer is a provider error), as when a would-be
+  failure is what the provider or passhat loses: the case a gate must not mistake for a
+  success.
 
 The model learns which task it plays from the call's litellm `metadata`
 ({"passhat": {"domain", "task_id"}}), which passhat sends with every call, and reads
@@ -68,6 +72,10 @@ _registered = False
 
 class ScriptedModelError(ValueError):
     pass
+
+
+class ScriptedTrialLost(RuntimeError):
+    """A scripted failing trial made not evaluable on purpose (the `failures` argument)."""
 
 
 def register(task_of: TaskLookup, facts_of: FactsLookup | None = None) -> None:
@@ -155,11 +163,12 @@ def _answer(task_of: TaskLookup, facts_of: FactsLookup | None, model: str, messa
         fault = planned_fault(meta["domain"], task, _facts(facts_of, meta["domain"]), seed, p)
         message = agent_turn(task, messages, fault)
     else:
-        message = (
-            agent_turn(task, messages, parallel=family == "parallel")
-            if agent_succeeds(success_p, seed, meta["domain"], meta["task_id"])
-            else {"role": "assistant", "content": ""}
-        )
+        succeeds = agent_succeeds(success_p, seed, meta["domain"], meta["task_id"])
+        if not succeeds and params.get("failures") == "not_evaluable":
+            raise ScriptedTrialLost(f"scripted/{model}: this trial would fail, and its failure is lost "
+                                    "(failures = not_evaluable)")
+        message = (agent_turn(task, messages, parallel=family == "parallel") if succeeds
+                   else {"role": "assistant", "content": ""})
     prompt_chars = sum(len(json.dumps(m.get("content") or "")) for m in messages)
     out_chars = len(json.dumps(message))
     response = litellm.ModelResponse(

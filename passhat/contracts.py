@@ -322,7 +322,7 @@ class RunConfig(TrialSettings):
     def trials_label(self) -> str:
         """A task's trials, in words: a curtailed round's stop early."""
         if self.curtail:
-            return f"up to {max(self.curtail)} evaluable trials, a block ending at its first failure"
+            return f"up to {max(self.curtail)} trials, a block ending at its first failure"
         return f"{self.trials} trials"
 
     def agent_args_for(self, model: str) -> dict[str, Any]:

@@ -27,33 +27,56 @@ rejected: a confidence sequence, valid at every look at once.
 
 A criterion PASSes when its "violated" null is rejected at alpha = 1 - confidence, FAILs
 when its "holds" null is rejected at alpha, and is otherwise undecided; the interval's
-bounds are each one-sided at alpha, so together they cover theta with 1 - 2 alpha. The
-printed estimate of p_t^k is tau2's C(c, k) / C(n, k) (passhat.metrics.pass_hat), a
-plug-in: unbiased for a fixed number of trials, not once the trials a task gets depend
-on its outcomes. Not-evaluable trials are left out (a block holding one is not used),
-which assumes they are missing at random.
+bounds are each one-sided at alpha, so together they cover theta with 1 - 2 alpha.
+
+A not-evaluable trial is read by each test as the outcome least favourable to it: a
+failure by the PASS test, a success by the FAIL test (a baseline's the other way round).
+These are the worst-case bounds of partial identification (Manski, "Partial
+Identification of Probability Distributions", 2003, ch. 1): they hold whatever made the
+trial not evaluable, so no verdict rests on trials going missing at random. The printed
+estimate of p_t^k is tau2's C(c, k) / C(n, k) (passhat.metrics.pass_hat) over the
+evaluable trials, a plug-in: unbiased for a fixed number of trials, not once the trials a
+task gets depend on its outcomes; beside it, the same with the not-evaluable trials
+counted as failures.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Callable, Literal, Mapping, NamedTuple, Sequence, Union
+from typing import Literal, NamedTuple, Sequence
 
 import numpy as np
 
-from passhat import curtailment
-from passhat.metrics import pass_hat
-from passhat.results.gate_evidence import Evidence, shrunk_rates
-from passhat.results.gate_trials import TrialEvidence
+from passhat.results.gate_evidence import Evidence
+from passhat.results.gate_units import (  # noqa: F401 - the gate's API: callers read them as gate.X
+    BASELINE_READS,
+    CANDIDATE_READS,
+    GateError,
+    Outcomes,
+    Rounds,
+    as_rounds,
+    baseline_blocks,
+    baseline_units,
+    blocks,
+    curtailed_baseline_refusal,
+    cut_round,
+    estimates,
+    merged,
+    new_evidence,
+    replay,
+    round_units,
+    task_estimate,
+    task_estimate_if_failed,
+    unit_trials,
+)
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 EXIT_CODES = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
 DEFAULT_CONFIDENCE = 0.95
-# Below this share of evaluable trials a verdict is not given: INCONCLUSIVE.
-MIN_COVERAGE = 0.9
 
 # Futility is judged only once every task has this many blocks, and this share of its
 # budget: the normal approximation behind it is too eager early on (judged from 2 blocks
@@ -69,16 +92,10 @@ WORTH = 0.25
 # A criterion stops asking for trials (futility) when, were the truth what its data say
 # now, the rest of the budget would decide it with less than this chance.
 FUTILITY = 0.05
-
-Outcomes = Sequence["bool | None"]  # a task's trials in the order they ran; None: not evaluable
-# The trials of a gate so far: one mapping task id -> outcomes per round, in round order
-# (a single mapping is one round).
-Rounds = Union[Mapping[str, Outcomes], Sequence[Mapping[str, Outcomes]]]
-
-
-class GateError(ValueError):
-    """A criterion that cannot be read or checked; the message says how to write it."""
-
+# How far past the bar a test's pooled prior may aim (gate.aims): the least of these with
+# which a suite whose every trial succeeds (fails, for the FAIL test) is decided within
+# the budget.
+AIMS = (0.0, 0.25, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 
 @dataclass(frozen=True)
 class Criterion:
@@ -146,120 +163,6 @@ def _check(k: int, confidence: float) -> None:
         raise GateError(f"--confidence must be within 0.5..1 (e.g. 0.95), got {confidence:g}")
 
 
-# ---- evidence -----------------------------------------------------------------------------
-
-
-def blocks(outcomes: Outcomes, k: int) -> list[int]:
-    """A task's trials cut into consecutive blocks of k, each 1 when all k succeeded;
-    a block with a not-evaluable trial, or not yet full, is left out."""
-    return [success for _, _, success in _timed_blocks([list(outcomes)], k)]
-
-
-def _timed_blocks(rounds: Sequence[Outcomes], k: int,
-                  curtail_size: int | None = None) -> list[tuple[tuple[int, int], tuple[int, int], int]]:
-    """`blocks` of a task's rounds of trials, each as (where its first trial ran, where its
-    last ran, success); a trial's place is (round, its index in the round). Blocks are cut
-    within each round, never across two: a round's size is fixed before it runs, so
-    whether a block completes never depends on its own first trials (a pass^3 block
-    spanning two rounds of 4 would complete more often after early successes, through the
-    other criteria's choice of tasks). A round's trials past its last whole block are not
-    used by this k. Curtailed rounds (curtail_size: their size) are cut as they ran:
-    size // k blocks each, a block ending at its first failure (passhat.curtailment)."""
-    out = []
-    for r, outcomes in enumerate(rounds):
-        if curtail_size:
-            out += [((r, first), (r, last), won) for first, last, won in curtailment.cut(outcomes, k, curtail_size // k)]
-            continue
-        for start in range(0, len(outcomes) - k + 1, k):
-            block = outcomes[start:start + k]
-            if all(o is not None for o in block):
-                out.append(((r, start), (r, start + k - 1), int(all(block))))
-    return out
-
-
-def unit_trials(k: int, per_trial: bool = False) -> int:
-    """Trials per unit of evidence about pass^k: a block of k, or 1 when every trial is
-    bet on (Criterion.bets "trials": passhat.results.gate_trials)."""
-    return 1 if per_trial else k
-
-
-def new_evidence(k: int, gates: int, tasks: int, bar: float,
-                 baseline: "tuple[np.ndarray, np.ndarray] | None" = None, per_trial: bool = False) -> Evidence:
-    """The evidence about "mean pass^k >= bar" (less the baseline's, its units cut with
-    unit_trials): blocks of k, each bet on q = p^k (the default: see docs/gate.md, "Per
-    trial", for why), or with per_trial (absolute criteria only) every trial bet on p_t
-    (TrialEvidence). At k = 1 the two coincide and the blocks' exact dual is used."""
-    if per_trial and k > 1:
-        if baseline is not None:
-            raise GateError("per-trial bets are for absolute criteria; a regression bets on blocks of k")
-        return TrialEvidence(gates, tasks, bar, k)
-    return Evidence(gates, tasks, bar, baseline)
-
-
-def _as_rounds(data: Rounds) -> list[Mapping[str, Outcomes]]:
-    return [data] if isinstance(data, Mapping) else list(data)
-
-
-def merged(data: Rounds) -> dict[str, list]:
-    """Task id -> all its outcomes, round after round."""
-    out: dict[str, list] = {}
-    for round_ in _as_rounds(data):
-        for task, outcomes in round_.items():
-            out.setdefault(task, []).extend(outcomes)
-    return out
-
-
-def replay(k: int, bar: float, rounds: Rounds, tasks: Sequence[str],
-           baseline: Rounds | None = None,
-           aim: "Callable[[Evidence], tuple[np.ndarray, np.ndarray]] | None" = None,
-           per_trial: bool = False, curtail_size: int | None = None) -> Evidence:
-    """The evidence about "mean pass^k >= bar" on one gate, rebuilt as the gate saw it. The
-    trials are taken in order of (round, index in the round): a fixed order, so each block
-    can be bet with tilts planned (aimed at the bar, or where `aim` says from the evidence
-    so far) from the blocks finished before its first trial. Rounds of one block a task
-    replay exactly as they ran; a round of several blocks a task (or one look at a whole
-    fixed run) is bet block by block, as a sequence of rounds. With per_trial the units
-    are single trials (new_evidence), each bet with tilts planned from the trials before it.
-    curtail_size: the rounds were curtailed, each of that size (_timed_blocks)."""
-    rounds, n, size = _as_rounds(rounds), len(tasks), unit_trials(k, per_trial)
-    base = None if baseline is None else baseline_blocks(baseline, tasks, size)
-    evidence = new_evidence(k, 1, n, bar, base, per_trial)
-    starting: dict[tuple[int, int], list] = {}
-    ending: dict[tuple[int, int], list] = {}
-    for i, t in enumerate(tasks):
-        for start, end, success in _timed_blocks([r.get(t, []) for r in rounds], size, curtail_size):
-            starting.setdefault(start, []).append(i)
-            ending.setdefault(end, []).append((i, start, success))
-    plans = {}
-    for place in sorted(starting.keys() | ending.keys()):
-        if place in starting:
-            plans[place] = evidence.plan(aim(evidence) if aim else None)
-        if place in ending:  # at most one block of each task ends at a place
-            ran, success, plan = np.zeros((1, n), bool), np.zeros((1, n), bool), np.zeros((2, 1, n))
-            for i, start, won in ending[place]:
-                ran[0, i], success[0, i] = True, bool(won)
-                plan[:, 0, i] = plans[start][:, 0, i]
-            evidence.add(success, ran, plan)
-    return evidence
-
-def baseline_blocks(baseline: Rounds, tasks: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """A baseline's blocks as the virtual rounds its evidence is fed in: (outcomes, present),
-    each (1, tasks, virtual rounds). A fixed run (one round) gives one virtual round per
-    block index. An earlier gate (its rounds, in order) gives its rounds in the order they
-    ran, each cut into its blocks: the gate chose each round's tasks from the rounds
-    before it, so its blocks are bet in the order those choices were made, and each
-    round's bets look only at the rounds before (fed in block-index order instead, a
-    block chosen late would be bet before blocks whose outcomes chose it)."""
-    columns: list[tuple[list[int], list[bool]]] = []
-    for round_ in _as_rounds(baseline):
-        cut = [blocks(list(round_.get(t, [])), k) for t in tasks]
-        for b in range(max(map(len, cut), default=0)):
-            columns.append(([c[b] if b < len(c) else 0 for c in cut], [b < len(c) for c in cut]))
-    shape = (1, len(tasks), len(columns))
-    outcomes = np.array([c[0] for c in columns], int).T.reshape(shape) if columns else np.zeros(shape, int)
-    present = np.array([c[1] for c in columns], bool).T.reshape(shape) if columns else np.zeros(shape, bool)
-    return outcomes, present
-
 # ---- verdicts -----------------------------------------------------------------------------
 
 
@@ -271,16 +174,18 @@ class TaskLine:
     task_id: str
     evaluable: int
     trials: int
-    estimate: float | None
+    estimate: float | None  # over its evaluable trials
     baseline: float | None = None
     passed: bool | None = None  # the task on its own meets the criterion's bar (None: no estimate)
+    estimate_if_failed: float | None = None  # its not-evaluable trials counted as failures
+    baseline_if_failed: float | None = None  # the baseline's, its not-evaluable trials counted as successes
 
 
 @dataclass
 class CriterionResult:
     criterion: Criterion
     verdict: str
-    estimate: float | None
+    estimate: float | None  # over the evaluable trials (a plug-in)
     low: float
     high: float
     coverage: float
@@ -289,15 +194,13 @@ class CriterionResult:
     tasks: list[TaskLine] = field(default_factory=list)
     idle: set[str] = field(default_factory=set)  # more trials of these are not expected to help (see decide)
     futile: bool = False  # the budget left is unlikely to decide it (see decide)
+    # The plug-in estimate with every not-evaluable trial counted as a failure (the PASS
+    # test's reading of them; regression: the baseline's as successes).
+    estimate_if_failed: float | None = None
 
     @property
     def decided(self) -> bool:
         return self.verdict != INCONCLUSIVE
-
-
-def task_estimate(outcomes: Outcomes, k: int) -> float | None:
-    scored = [o for o in outcomes if o is not None]
-    return pass_hat(sum(scored), len(scored), k) if len(scored) >= k else None
 
 
 def _bar(criterion: Criterion) -> float:
@@ -334,22 +237,22 @@ def decide(criterion: Criterion, evidence: Evidence, max_blocks: int | None = No
     n = evidence.tasks
     lean_pass = (estimate_of(evidence) >= _bar(criterion))[:, None]
     plan = evidence.plan()
-    useful = worth_running(evidence, np.where(lean_pass, plan[Evidence.PASS], plan[Evidence.FAIL]),
-                           np.where(lean_pass, q_pass[:, :n], q_fail[:, :n]))
+    useful = np.where(lean_pass, worth_running(evidence, plan[Evidence.PASS], q_pass[:, :n], Evidence.PASS),
+                      worth_running(evidence, plan[Evidence.FAIL], q_fail[:, :n], Evidence.FAIL))
     decided = passed | failed
     futile = ~decided & _futile(criterion, evidence, max_blocks) if max_blocks else np.zeros(len(passed), bool)
     return Decision(passed, failed, ~useful | (decided | futile)[:, None], futile)
 
 
-def worth_running(evidence: Evidence, eta: np.ndarray, q: np.ndarray) -> np.ndarray:
+def worth_running(evidence: Evidence, eta: np.ndarray, q: np.ndarray, test: int) -> np.ndarray:
     """(B, tasks): whether each task's next block, bet with tilt eta, is expected to raise
-    a test's least wealth, whose minimum sits at q, by at least WORTH of the best task's
-    (KL(p, q) where p, the task's shrunk estimate, is on eta's side of q; otherwise
-    p*eta - log(1 + q(e^eta - 1)), at most 0); a task with fewer
+    the test's least wealth, whose minimum sits at q, by at least WORTH of the best task's
+    (KL(p, q) where p, the task's predictive rate in the test's view, is on eta's side of q;
+    otherwise p*eta - log(1 + q(e^eta - 1)), at most 0); a task with fewer
     than evidence.always_run units always runs."""
     n = evidence.tasks
-    blocks_run = evidence.blocks[:, :n]
-    p = shrunk_rates(evidence.successes, evidence.blocks, evidence.sign)[:, :n]
+    blocks_run = evidence.units()[:, :n]
+    p = evidence.shrunk(test)[:, :n]
     gain = p * eta - np.log1p(np.expm1(eta) * q)
     # Where the estimate sits on the tilt's side of q, what a block can give is the best
     # bet's gain, KL(p, q): the aGRAPA tilt overbets near a high bar and its gain at p
@@ -370,20 +273,22 @@ def _futile(criterion: Criterion, evidence: Evidence, max_blocks: int) -> np.nda
     baseline's part stays as it is), the budget would bring it to
     V_end, and an efficient test then decides once |theta^ - bar| > h = sqrt(2 log(1/alpha)
     V_end). Given the data, the final estimate is normal around theta^ now with variance
-    V_end (1 - V_end / V). Only once every task has futility_from(max_blocks) blocks."""
+    V_end (1 - V_end / V). Only once every task has futility_from(max_blocks) blocks. With
+    not-evaluable trials the two tests read the data apart: the distance that counts is
+    the larger of the PASS view's estimate above the bar and the FAIL view's below it."""
     n = evidence.tasks
-    m = evidence.blocks
-    p = shrunk_rates(evidence.successes, m, evidence.sign)
+    m = evidence.units()
+    p = (evidence.shrunk(Evidence.PASS) + evidence.shrunk(Evidence.FAIL)) / 2
     v = evidence.unit_variance(p)
     seen = np.maximum(m, 1)
     later = np.concatenate([np.maximum(m[:, :n], max_blocks), seen[:, n:]], axis=1)
     var_now, var_end = (v / seen).sum(axis=1) / n ** 2, (v / later).sum(axis=1) / n ** 2
-    estimate = estimate_of(evidence)
+    bar = _bar(criterion)
+    distance = np.maximum(estimate_of(evidence, Evidence.PASS) - bar, bar - estimate_of(evidence, Evidence.FAIL))
     reach = np.sqrt(2 * math.log(1 / criterion.alpha) * var_end)
     spread = np.sqrt(np.maximum(var_end * (1 - var_end / np.maximum(var_now, 1e-300)), 0.0))
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(spread > 0, (np.abs(estimate - _bar(criterion)) - reach) / spread,
-                     np.where(np.abs(estimate - _bar(criterion)) > reach, np.inf, -np.inf))
+        z = np.where(spread > 0, (distance - reach) / spread, np.where(distance > reach, np.inf, -np.inf))
     return (z < NormalDist().inv_cdf(FUTILITY)) & (m[:, :n] >= futility_from(max_blocks)).all(axis=1)
 
 
@@ -402,24 +307,61 @@ def futility_from(max_blocks: int) -> int:
     return max(1, min(max(MIN_BLOCKS, math.ceil(FUTILITY_AFTER * max_blocks)), max_blocks - 1))
 
 
-def estimate_of(evidence: Evidence) -> np.ndarray:
-    """Per gate, theta's plain estimate from the blocks: the candidate's mean success rate
-    (less the baseline's); a task with no block yet counts at 1/2."""
-    n, rate = evidence.tasks, evidence.rates()
+def estimate_of(evidence: Evidence, test: int | None = None) -> np.ndarray:
+    """Per gate, theta's plain estimate from the blocks in the test's view (without one,
+    the mean of the two): the candidate's mean success rate (less the baseline's); a task
+    with no block yet counts at 1/2."""
+    n, rate = evidence.tasks, evidence.rates(test)
     return rate[:, :n].mean(axis=1) - rate[:, n:].sum(axis=1) / n
+
+
+@functools.lru_cache(maxsize=512)
+def aims(criterion: Criterion, tasks: int, max_trials: int | None, size: int) -> tuple[float, float]:
+    """How far past the bar each test's pooled prior aims (Evidence.prior_mean), PASS's and
+    FAIL's: the least of AIMS with which a suite of `tasks` tasks whose every trial succeeds
+    PASSes within the budget (max_trials a task, rounds of `size`), and with which one whose
+    every trial fails FAILs; the largest when none does. Most budgets need none: their first
+    rounds are bet at the floor, and the tilts grow with the evidence. A budget that leaves
+    few rounds (pass^4 >= 0.9 with 8 trials a task: two) needs the first bet high, since
+    nothing can be learned before it. A function of the criterion and the budget only, so
+    every replay bets alike. Without a budget, or for a regression: none."""
+    if criterion.kind != "absolute" or not max_trials or not tasks:
+        return (0.0, 0.0)
+    return tuple(next((a for a in AIMS if decided_alike(criterion, tasks, max_trials, size, test, a)), AIMS[-1])
+                 for test in (Evidence.PASS, Evidence.FAIL))  # type: ignore[return-value]
+
+
+def decided_alike(criterion: Criterion, tasks: int, max_trials: int, size: int, test: int, aim: float) -> bool:
+    """Would a suite of `tasks` tasks whose every trial succeeds (test PASS; fails: FAIL)
+    be decided that way within max_trials a task, in rounds of `size`, were the test's
+    prior aimed by `aim`? Such a suite's evidence is the same in every gate: one replay."""
+    k, unit = criterion.k, unit_trials(criterion.k, criterion.per_trial)
+    evidence = new_evidence(k, 1, tasks, _bar(criterion), None, criterion.per_trial,
+                            aims=(aim, 0.0) if test == Evidence.PASS else (0.0, aim))
+    every = np.ones((1, tasks), bool)
+    outcome = every if test == Evidence.PASS else ~every
+    for _ in range(max_trials // size):
+        for _ in range(size // unit):
+            evidence.add(outcome, every, evidence.plan())
+        if evidence.evidence(test)[0][0] >= math.log(1 / criterion.alpha):
+            return True
+    return False
 
 
 def evaluate(criterion: Criterion, candidate: Rounds, baseline: "Rounds | None" = None, *,
              max_trials: int | None = None, interval: bool = True, round_size: int | None = None,
-             curtail: Sequence[int] = ()) -> CriterionResult:
+             curtail: Sequence[int] = (), baseline_curtail: Sequence[int] = ()) -> CriterionResult:
     """The criterion's verdict on the trials so far (task id -> outcomes in the order
-    they ran, per round), with its plug-in estimate and its confidence interval (one-sided
+    they ran, per round), with its plug-in estimates and its confidence interval (one-sided
     bounds at 1 - confidence each, so 2 * confidence - 1 two-sided; interval=False skips
-    the bisection). A regression's baseline is a run's outcomes or a gate's rounds. With max_trials (the
-    budget per task) it also says whether the criterion is futile. With curtail (the
-    gate's curtailed, when its rounds were) the candidate's rounds are cut as they ran, and
-    a task's estimate is the share of its blocks that succeeded: C(c, k) / C(n, k) would
-    count a block that stopped at its first failure as one trial."""
+    the bisection). A regression's baseline is a run's outcomes or a gate's rounds
+    (baseline_curtail: that gate's block sizes, when its rounds were curtailed). With
+    max_trials (the budget per task) it also says whether the criterion is futile. With
+    curtail (the gate's curtailed, when its rounds were) the candidate's rounds are cut as
+    they ran, and a task's estimate is the share of its blocks that succeeded: C(c, k) /
+    C(n, k) would count a block that stopped at its first failure as one trial. The verdict
+    holds whatever share of the trials is not evaluable (each test reads them against
+    itself); the result says that share and the estimate with them as failures."""
     k, alpha = criterion.k, criterion.alpha
     threshold = math.log(1 / alpha)
     data = merged(candidate)
@@ -431,8 +373,10 @@ def evaluate(criterion: Criterion, candidate: Rounds, baseline: "Rounds | None" 
     else:
         tasks, baseline, base_data = sorted(data), None, None
     curtail_size = max(curtail) if curtail else None
+    size = curtail_size or round_size or k  # units are cut within rounds of `size` trials
     evidence = replay(k, _bar(criterion), candidate, tasks, baseline, per_trial=criterion.per_trial,
-                      curtail_size=curtail_size)
+                      curtail_size=curtail_size, baseline_curtail=baseline_curtail,
+                      aims=aims(criterion, len(tasks), max_trials, size))
 
     def rejected(test: int, x: float) -> bool:
         return bool(evidence.evidence(test, x)[0][0] >= threshold)
@@ -441,17 +385,16 @@ def evaluate(criterion: Criterion, candidate: Rounds, baseline: "Rounds | None" 
     evaluable = sum(o is not None for t in tasks for o in data.get(t, []))
     coverage = evaluable / trials if trials else 0.0
     verdict, idle_tasks, futile = INCONCLUSIVE, set(), False
-    if tasks and coverage >= MIN_COVERAGE:
-        size = curtail_size or round_size or k  # units are cut within rounds of `size` trials
+    if tasks:
         max_blocks = (max_trials // size) * (size // unit_trials(k, criterion.per_trial)) if max_trials else None
         passed, failed, idle, futile_ = decide(criterion, evidence, max_blocks)
         verdict = PASS if passed[0] else FAIL if failed[0] else INCONCLUSIVE
         idle_tasks, futile = {t for t, i in zip(tasks, idle[0]) if i}, bool(futile_[0])
-    rounds = _as_rounds(candidate)
-    lines = [_task_line(criterion, t, data.get(t, []), base_data,
-                        [r.get(t, []) for r in rounds] if curtail_size else None, curtail_size) for t in tasks]
-    estimates = [line.estimate - (line.baseline or 0.0) for line in lines
-                 if line.estimate is not None and (criterion.kind == "absolute" or line.baseline is not None)]
+    regression = criterion.kind == "regression"
+    rounds, base_rounds = as_rounds(candidate), as_rounds(baseline) if baseline is not None else []
+    lines = [_task_line(criterion, t, [r.get(t, []) for r in rounds], curtail,
+                        [r.get(t, []) for r in base_rounds] if baseline is not None else None, baseline_curtail)
+             for t in tasks]
     low, high = math.nan, math.nan
     if interval and tasks:  # "theta <= x" rejected: theta > x; "theta >= x" rejected: theta < x
         low = bound(lambda x: rejected(Evidence.PASS, x), -1.0, 1.0, up=True)
@@ -459,26 +402,32 @@ def evaluate(criterion: Criterion, candidate: Rounds, baseline: "Rounds | None" 
         if criterion.kind == "absolute":
             low, high = max(low, 0.0), min(high, 1.0)
     return CriterionResult(
-        criterion=criterion, verdict=verdict,
-        estimate=sum(estimates) / len(estimates) if estimates else None,
+        criterion=criterion, verdict=verdict, estimate=_mean_of(lines, "estimate", "baseline", regression),
         low=low, high=high, coverage=coverage, evaluable=evaluable, trials=trials, tasks=lines,
-        idle=idle_tasks, futile=futile,
+        idle=idle_tasks, futile=futile, estimate_if_failed=_mean_of(lines, "estimate_if_failed", "baseline_if_failed", regression),
     )
 
 
-def _task_line(criterion: Criterion, task_id: str, outcomes: Outcomes, baseline: dict[str, Outcomes] | None,
-               rounds: Sequence[Outcomes] | None = None, curtail_size: int | None = None) -> TaskLine:
-    if rounds is not None:  # curtailed: the share of its blocks that succeeded
-        won = [success for _, _, success in _timed_blocks(rounds, criterion.k, curtail_size)]
-        est = sum(won) / len(won) if won else None
-    else:
-        est = task_estimate(outcomes, criterion.k)
-    base = task_estimate(baseline.get(task_id, []), criterion.k) if baseline is not None else None
+def _mean_of(lines: Sequence[TaskLine], field_: str, base_field: str, regression: bool) -> float | None:
+    """The mean over the tasks that have it of a task's estimate (less its baseline's)."""
+    values = [getattr(line, field_) - (getattr(line, base_field) or 0.0) for line in lines
+              if getattr(line, field_) is not None and (not regression or getattr(line, base_field) is not None)]
+    return sum(values) / len(values) if values else None
+
+
+def _task_line(criterion: Criterion, task_id: str, rounds: Sequence[Outcomes], curtail: Sequence[int],
+               base_rounds: Sequence[Outcomes] | None, baseline_curtail: Sequence[int]) -> TaskLine:
+    outcomes = [o for r in rounds for o in r]
+    est, est_failed = estimates(rounds, criterion.k, curtail, failed=True)
+    base = base_failed = None
+    if base_rounds is not None:  # a baseline's not-evaluable trials count as successes in the PASS test
+        base, base_failed = estimates(base_rounds, criterion.k, baseline_curtail, failed=False)
     if criterion.kind == "absolute":
         passed = None if est is None else est >= criterion.threshold
     else:
         passed = None if est is None or base is None else est - base >= -criterion.max_drop
-    return TaskLine(task_id, sum(o is not None for o in outcomes), len(outcomes), est, base, passed)
+    return TaskLine(task_id, sum(o is not None for o in outcomes), len(outcomes), est, base, passed,
+                    est_failed, base_failed)
 
 
 def bound(rejected, low: float, high: float, *, up: bool) -> float:  # noqa: ANN001

@@ -15,7 +15,7 @@ from passhat.results.gate import (
     Criterion,
     CriterionResult,
     Rounds,
-    _as_rounds,
+    as_rounds,
     evaluate,
     merged,
     unit_trials,
@@ -64,7 +64,7 @@ def open_tasks(criteria: Sequence[Criterion], candidate: Rounds, max_trials: int
     idle = np.array([bool(results) and all(t in r.idle for r in results) for t in ids], bool)
     stopped = np.array([not results or all(r.futile for r in results)])
     if curtailed(criteria):  # a curtailed round counts as its size, however early it stopped
-        spent = [size * sum(bool(r.get(t)) for r in _as_rounds(candidate)) for t in ids]
+        spent = [size * sum(bool(r.get(t)) for r in as_rounds(candidate)) for t in ids]
     else:
         spent = [len(data[t]) for t in ids]
     mask = open_mask(np.array(spent, int)[None], size, max_trials, idle[None], stopped)[0]
@@ -72,12 +72,13 @@ def open_tasks(criteria: Sequence[Criterion], candidate: Rounds, max_trials: int
 
 
 def next_round(criteria: Sequence[Criterion], candidate: Rounds, baseline: Rounds | None,
-               max_trials: int) -> tuple[list[str], str | None]:
+               max_trials: int, baseline_curtail: Sequence[int] = ()) -> tuple[list[str], str | None]:
     """The tasks the gate's next round runs, from the rounds so far, and, when it runs
-    none while a criterion is still open, why it stopped (for the summary)."""
+    none while a criterion is still open, why it stopped (for the summary). baseline_curtail:
+    the block sizes the baseline's rounds were curtailed to, when it is such a gate."""
     size = round_trials(criteria)
     results = [evaluate(c, candidate, baseline, max_trials=max_trials, interval=False, round_size=size,
-                        curtail=curtailed(criteria)) for c in criteria]
+                        curtail=curtailed(criteria), baseline_curtail=baseline_curtail) for c in criteria]
     open_ = [r for r in results if not r.decided]
     if any(r.verdict == FAIL for r in results):  # the gate's verdict is FAIL whatever the rest says
         return [], None

@@ -152,14 +152,14 @@ def least_log_wealth_trials(eta: np.ndarray, y: np.ndarray, sign: np.ndarray, bo
     return np.where(infeasible, np.inf, value), where
 
 
-def trial_null_fit(successes: np.ndarray, trials: np.ndarray, sign: np.ndarray, bound: np.ndarray, k: int
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def trial_null_fit(successes: np.ndarray, trials: np.ndarray, sign: np.ndarray, bound: np.ndarray, k: int,
+                   prior_mean: "np.ndarray | float" = 0.5) -> tuple[np.ndarray, np.ndarray]:
     """The null's most likely p (maximum likelihood of the trials, with prior_counts,
     subject to sum_j sign_j p_j^k <= bound), and the columns' unconstrained estimates.
     Per column the constrained optimum solves S/p - F/(1-p) = nu sign k p^(k-1), found
     by bisection in logit p (on the nonconvex side, a root: the plug-in need only be
     predictable, not optimal)."""
-    a, b = prior_counts(successes, trials, sign)
+    a, b = prior_counts(successes, trials, sign, prior_mean)
     s = np.asarray(successes, float) + a
     f = np.asarray(trials, float) - successes + b
     sign = np.broadcast_to(np.asarray(sign, float), s.shape)
@@ -192,15 +192,15 @@ def trial_null_fit(successes: np.ndarray, trials: np.ndarray, sign: np.ndarray, 
     return np.where(met[:, None], free, p_of(high)), free
 
 
-def plug_in_trial_tilts(successes: np.ndarray, trials: np.ndarray, sign: np.ndarray, bound: np.ndarray, k: int
-                        ) -> np.ndarray:
+def plug_in_trial_tilts(successes: np.ndarray, trials: np.ndarray, sign: np.ndarray, bound: np.ndarray, k: int,
+                        prior_mean: "np.ndarray | float" = 0.5) -> np.ndarray:
     """The tilts of each column's next trials: logit(estimate) - logit(the null's most
     likely p), as gate_evidence.plug_in_tilts does for blocks, clipped to ETA_MAX, and
     never against the test's direction. Unlike the blocks', they have no floor: p^k is
     flat near 0, so a null can raise a task that always fails to p = 0.75 for a third of
     its budget, and a floor of 0.25 there lost 1.5 nats a task in 8 trials (a leaderboard
     suite's pass^4 PASS test went to -18 nats; bench/gate_calibration.py)."""
-    p0, p = trial_null_fit(successes, trials, sign, bound, k)
+    p0, p = trial_null_fit(successes, trials, sign, bound, k, prior_mean)
     with np.errstate(divide="ignore", invalid="ignore"):
         eta = np.clip(np.log(p / (1 - p)) - np.log(p0 / (1 - p0)), -ETA_MAX, ETA_MAX)
     eta = np.nan_to_num(eta, nan=0.0)
@@ -218,19 +218,28 @@ class TrialEvidence(Evidence):
     always_run = 4
 
     def __init__(self, gates: int, tasks: int, bar: float, k: int,
-                 baseline: tuple[np.ndarray, np.ndarray] | None = None):
+                 baseline: tuple[np.ndarray, np.ndarray] | None = None, aimed: bool = True,
+                 aims: tuple[float, float] = (0.0, 0.0)):
         self.k = k
-        super().__init__(gates, tasks, bar, baseline)
+        super().__init__(gates, tasks, bar, baseline, aimed, aims)
 
-    def _tilts(self, successes: np.ndarray, units: np.ndarray, sign: np.ndarray, bound: np.ndarray) -> np.ndarray:
-        return plug_in_trial_tilts(successes, units, sign, bound, self.k)
+    def prior_mean(self, test: int, theta: "float | np.ndarray | None" = None) -> np.ndarray:
+        """The pooled prior's mean on the trial scale: the k-th root of the blocks'."""
+        return super().prior_mean(test, theta) ** (1 / self.k)
+
+    def _tilts(self, successes: np.ndarray, units: np.ndarray, sign: np.ndarray, bound: np.ndarray,
+               prior_mean: np.ndarray) -> np.ndarray:
+        return plug_in_trial_tilts(successes, units, sign, bound, self.k, prior_mean)
 
     def _least(self, eta: np.ndarray, y: np.ndarray, sign: np.ndarray, bound: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
         return least_log_wealth_trials(eta, y, sign, bound, self.k)
 
-    def rates(self) -> np.ndarray:
-        return np.where(self.blocks > 0, (self.successes / np.maximum(self.blocks, 1)) ** self.k, 0.5)
+    def rates(self, test: int | None = None) -> np.ndarray:
+        if test is None:
+            return (self.rates(self.PASS) + self.rates(self.FAIL)) / 2
+        m = self.blocks[test]
+        return np.where(m > 0, (self.successes[test] / np.maximum(m, 1)) ** self.k, 0.5)
 
     def unit_variance(self, p: np.ndarray) -> np.ndarray:
         """A trial's share of the variance of p^k's estimate (the delta method)."""

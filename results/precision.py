@@ -67,11 +67,11 @@ def _aim(precision: float) -> Callable[[Evidence], tuple[np.ndarray, np.ndarray]
 
 def measure(want: Target, rounds: gate.Rounds) -> Measurement:
     """The measurement on the trials so far (per round, task id -> outcomes in the order
-    they ran; None: not evaluable, left out)."""
+    they ran; None: not evaluable, read against each bound as the gate's tests read it)."""
     data = gate.merged(rounds)
     tasks = sorted(data)
     aim = _aim(want.precision)
-    evidence = gate.replay(want.k, 0.0, rounds, tasks, aim=aim)
+    evidence = gate.replay(want.k, 0.0, rounds, tasks, aim=aim, aimed=False)
     threshold = math.log(2 / (1 - want.confidence))
 
     def rejected(test: int, x: float) -> bool:
@@ -88,8 +88,8 @@ def measure(want: Target, rounds: gate.Rounds) -> Measurement:
         plan = evidence.plan((below, above))
         _, q_low = evidence.evidence(Evidence.PASS, below)
         _, q_high = evidence.evidence(Evidence.FAIL, above)
-        useful = gate.worth_running(evidence, plan[Evidence.PASS], q_low) | \
-            gate.worth_running(evidence, plan[Evidence.FAIL], q_high)
+        useful = gate.worth_running(evidence, plan[Evidence.PASS], q_low, Evidence.PASS) | \
+            gate.worth_running(evidence, plan[Evidence.FAIL], q_high, Evidence.FAIL)
         idle = {t for t, u in zip(tasks, useful[0]) if not u}
     estimates = [e for e in (gate.task_estimate(data[t], want.k) for t in tasks) if e is not None]
     return Measurement(
@@ -175,5 +175,6 @@ def markdown(rec: dict) -> str:
     lines.append("Interval: anytime-valid confidence sequence for the mean over these tasks of p^k, "
                  f"two-sided at {rec['confidence']:.0%} (see docs/gate.md). Estimate: the mean over tasks of "
                  "tau2's C(c, k) / C(n, k), a plug-in (the rounds chose the trials from the outcomes, so it "
-                 "is not unbiased). Not-evaluable trials are left out, which assumes they are missing at random.")
+                 "is not unbiased), over the evaluable trials. A not-evaluable trial counts as a failure for the lower "
+                 "bound and as a success for the upper one, so the interval holds whatever made it not evaluable.")
     return "\n".join(lines) + "\n"

@@ -27,33 +27,37 @@ def test_a_block_ends_at_its_first_failure_and_passes_over_not_evaluable_trials(
     assert curtailment.wanted([False], [2, 4], 4)  # pass^2's second block
 
 
-def test_curtailed_blocks_are_draws_of_k_successes_in_a_row_with_trials_not_evaluable():
-    """With a fifth of the trials not evaluable at random, the blocks a curtailed round
-    decides succeed p^k of the time: the not-evaluable trial is replaced. Had it spoiled
-    its block, as in a block of a fixed design, a block stopped at an early failure would
-    be spoiled less often than one that succeeds, and the blocks kept would lean towards
-    failure (0.31 here, against p^4 = 0.41)."""
+def test_curtailed_blocks_are_draws_of_k_successes_in_a_row_in_each_reading():
+    """With a fifth of the trials not evaluable, a curtailed round still decides every
+    block it opens within its size, in both tests' readings (no replacement, so no block
+    is dropped for running out), and each reading's blocks succeed (its trial rate)^k of
+    the time: p(1 - r) where not evaluable counts as a failure, p + (1 - p)r where it
+    counts as a success."""
     rng = random.Random(7)
-    p, k, n = 0.8, 4, 20000
+    p, r, k, n = 0.8, 0.2, 4, 20000
 
     def trial() -> "bool | None":
-        return None if rng.random() < 0.2 else rng.random() < p
+        return None if rng.random() < r else rng.random() < p
 
-    won = []
+    won: tuple[list, list] = ([], [])
     for _ in range(n):
         outcomes: list = []
-        while curtailment.wanted(outcomes, [k], k) and len(outcomes) < k + curtailment.spare(k):
+        while curtailment.wanted(outcomes, [k], k):
             outcomes.append(trial())
-        won += [success for _, _, success in curtailment.cut(outcomes, k, 1)]
-    rate, target = sum(won) / len(won), p ** k
-    assert abs(rate - target) < 4 * (target * (1 - target) / len(won)) ** 0.5, rate
-    assert len(won) > 0.99 * n  # the spare trials run out for hardly any block
+        assert len(outcomes) <= k
+        for view, read in zip(won, curtailment.READINGS):
+            [(_, _, success)] = curtailment.cut([read(o) for o in outcomes], k, 1)
+            view.append(success)
+    for view, rate in zip(won, (p * (1 - r), p + (1 - p) * r)):
+        target = rate ** k
+        assert abs(sum(view) / n - target) < 4 * (target * (1 - target) / n) ** 0.5, (sum(view) / n, target)
 
 
 def test_a_curtailed_gate_decides_as_the_full_rounds_would_with_fewer_conversations():
     """Curtailing a pass^4 gate's rounds changes the conversations it runs and nothing
-    else: the same trials drawn, cut at their first failure, choose the same rounds and
-    reach the same verdict as the rounds run whole, on a suite with tasks that fail."""
+    else: the same trials drawn (a tenth of them not evaluable), cut at their first
+    failure, choose the same rounds and reach the same verdict as the rounds run whole, on
+    a suite with tasks that fail."""
     ps = [1.0] * 6 + [0.0] * 4 + [0.5, 0.7, 0.9, 0.95]
     criteria = [gate.absolute(4, 0.4)]
     assert gate_rounds.curtailed(criteria) == [4]
@@ -68,7 +72,8 @@ def test_a_curtailed_gate_decides_as_the_full_rounds_would_with_fewer_conversati
             assert gate_rounds.next_round(criteria, cut, None, 16)[0] == chosen
             if not chosen:
                 break
-            drawn = {t: [rng.random() < ps[int(t[1:])] for _ in range(4)] for t in chosen}
+            drawn = {t: [None if rng.random() < 0.1 else rng.random() < ps[int(t[1:])] for _ in range(4)]
+                     for t in chosen}
             whole.append(drawn)
             cut.append({t: v[:v.index(False) + 1] if False in v else v for t, v in drawn.items()})
         full = gate.evaluate(criteria[0], whole, max_trials=16, interval=False)

@@ -29,9 +29,14 @@ def test_requirements_are_read_or_refused_in_one_line():
         gate.regression(1, 1.5)
 
 
-def test_blocks_leave_out_not_evaluable_and_partial_blocks():
-    assert gate.blocks([True, True, None, True, False, True, True], 2) == [1, 0]
-    assert gate.blocks([True, None, True], 1) == [1, 1]
+def test_each_test_reads_a_not_evaluable_trial_against_itself():
+    """The PASS test reads a not-evaluable trial as a failure, the FAIL test as a success (a
+    baseline's the other way round); a block not yet full is left out."""
+    trials = [True, True, None, True, False, True, True]
+    assert gate.round_units(trials, 2) == ([1, 0, 0], [1, 1, 0])
+    assert gate.round_units(trials, 2, gate.BASELINE_READS) == ([1, 1, 0], [1, 0, 0])
+    assert gate.round_units([True, None, True], 1) == ([1, 0, 1], [1, 1, 1])
+    assert gate.blocks(trials, 2) == [1, 0, 0]
 
 
 def test_clear_cases_pass_and_fail_and_too_few_trials_stay_open():
@@ -55,13 +60,31 @@ def test_not_evaluable_trials_never_decide():
     blank = {f"t{i}": [None] * 8 for i in range(50)}
     assert gate.evaluate(gate.absolute(1, 0.0), blank).verdict == gate.INCONCLUSIVE
     assert gate.evaluate(gate.absolute(1, 1.0), blank).verdict == gate.INCONCLUSIVE
-    # Overwhelming evidence, but too little of the run is evaluable.
-    half = {f"t{i}": [True] * 8 + [None] * 8 for i in range(50)}
+    # Every evaluable trial succeeded, but counted as failures the not-evaluable half
+    # leaves the suite at its bar: no PASS; counted as successes, above it: no FAIL.
+    half = {f"t{i}": [True, None] * 8 for i in range(50)}
     r = gate.evaluate(gate.absolute(1, 0.5), half)
     assert r.coverage == 0.5 and r.verdict == gate.INCONCLUSIVE
-    # A not-evaluable trial counts as neither success nor failure.
-    mostly = {f"t{i}": [True] * 19 + [None] for i in range(50)}
+    assert r.estimate == 1.0 and r.estimate_if_failed == 0.5
+    # A few not-evaluable trials among many successes: PASS, whatever made them so.
+    rng = random.Random(4)
+    mostly = {f"t{i}": [None if rng.random() < 0.05 else True for _ in range(20)] for i in range(50)}
     assert gate.evaluate(gate.absolute(1, 0.9), mostly).verdict == gate.PASS
+
+
+def test_failures_that_go_missing_do_not_pass_the_gate():
+    """A suite whose true pass^1 is 0.8, below its bar of 0.9, but whose every failure ends
+    not evaluable: its evaluable trials all succeed, so a gate that left them out (as
+    missing at random) would PASS; read against each test, the verdict is FAIL, and the
+    summary shows the estimate both ways."""
+    rng = random.Random(2)
+    hidden = [{f"t{i:02}": [True if rng.random() < 0.8 else None for _ in range(8)] for i in range(20)}]
+    r = gate.evaluate(gate.absolute(1, 0.9), hidden)
+    assert r.estimate == 1.0 and r.estimate_if_failed < 0.85
+    assert r.verdict != gate.PASS
+    # The same trials with the failures shown: the gate FAILs them too.
+    shown = [{t: [o is True for o in v] for t, v in hidden[0].items()}]
+    assert gate.evaluate(gate.absolute(1, 0.9), shown).verdict == gate.FAIL
 
 
 def test_regression_is_paired_by_task():
@@ -153,10 +176,11 @@ def test_blocks_never_span_rounds():
     trials (through the next round's choice of tasks); a round's trials past its last
     whole block are not used by that k. Bet per trial, every trial counts."""
     rounds = [{"a": [True], "b": [True, True, False]}, {"a": [True, True], "b": []}]
-    assert gate._timed_blocks([r["a"] for r in rounds], 2) == [((1, 0), (1, 1), 1)]
-    assert gate._timed_blocks([r["b"] for r in rounds], 2) == [((0, 0), (0, 1), 1)]
-    assert gate.replay(2, 0.5, rounds, ["a", "b"]).blocks[0].tolist() == [1, 1]
-    assert gate.replay(2, 0.5, rounds, ["a", "b"], per_trial=True).blocks[0].tolist() == [3, 3]
+    assert [gate.cut_round(r["a"], 2, bool) for r in rounds] == [[], [1]]
+    assert [gate.cut_round(r["b"], 2, bool) for r in rounds] == [[1], []]
+    for test in (Evidence.PASS, Evidence.FAIL):
+        assert gate.replay(2, 0.5, rounds, ["a", "b"]).blocks[test, 0].tolist() == [1, 1]
+        assert gate.replay(2, 0.5, rounds, ["a", "b"], per_trial=True).blocks[test, 0].tolist() == [3, 3]
 
 
 def test_least_wealth_is_a_lower_bound_and_a_tight_one():
@@ -219,12 +243,15 @@ def _gate_in_rounds(criteria, ps, max_trials, seed=0):  # noqa: ANN001, ANN201
         rounds.append({t: [rng.random() < ps[int(t[1:])] for _ in range(size)] for t in chosen})
 
 
-@pytest.mark.parametrize("k, max_trials, bets", [(1, 8, "blocks"), (4, 16, "blocks"), (4, 16, "trials")])
-def test_an_agent_that_never_fails_passes_a_bar_of_095_within_the_budget(k, max_trials, bets):
-    """20 tasks that always succeed: pass^1 >= 0.95 within 8 trials a task (one look at 160
-    successes rejects 'below 0.95' at 0.95^160), pass^4 >= 0.95 within 16, bet on blocks
-    or per trial."""
-    rounds, (result,), _ = _gate_in_rounds([gate.absolute(k, 0.95, bets=bets)], [1.0] * 20, max_trials)
+@pytest.mark.parametrize("tasks", [20, 19])
+@pytest.mark.parametrize("k, bar, max_trials, bets", [(1, 0.95, 8, "blocks"), (4, 0.95, 16, "blocks"),
+                                                      (4, 0.95, 16, "trials"), (4, 0.9, 8, "blocks")])
+def test_an_agent_that_never_fails_passes_a_high_bar_within_the_budget(k, bar, max_trials, bets, tasks):
+    """20 or 19 tasks that always succeed: pass^1 >= 0.95 within 8 trials a task, pass^4 >=
+    0.95 within 16 (bet on blocks or per trial), pass^4 >= 0.9 within 8 (two rounds: the
+    first must be bet high, gate.aims). With a fixed cap and no aim, 19 tasks missed 0.95
+    within 16 by 0.01 nats, and pass^4 >= 0.9 within 8 was never PASSed."""
+    rounds, (result,), _ = _gate_in_rounds([gate.absolute(k, bar, bets=bets)], [1.0] * tasks, max_trials)
     assert result.verdict == gate.PASS
     assert max(len(v) for v in gate.merged(rounds).values()) <= max_trials
 
@@ -245,10 +272,10 @@ def test_an_earlier_gate_as_baseline_is_bet_in_the_order_its_rounds_ran():
     index; a fixed run (one round) gives one virtual round per block index."""
     gate_rounds = [{"a": [True], "b": [False]}, {"a": [True]}, {"b": [True]}]
     outcomes, present = gate.baseline_blocks(gate_rounds, ["a", "b"], 1)
-    assert present[0].tolist() == [[True, True, False], [True, False, True]]
-    assert outcomes[0].tolist() == [[1, 1, 0], [0, 0, 1]]
+    assert present[0, 0].tolist() == [[True, True, False], [True, False, True]]
+    assert outcomes[0, 0].tolist() == [[1, 1, 0], [0, 0, 1]]
     outcomes, present = gate.baseline_blocks(gate.merged(gate_rounds), ["a", "b"], 1)
-    assert present[0].tolist() == [[True, True], [True, True]]
+    assert present[0, 0].tolist() == [[True, True], [True, True]]
     # The bet on b's second block is planned after a's second block, in its own round.
     evidence = gate.replay(1, 0.0, [{"a": [True], "b": [True]}], ["a", "b"], gate_rounds)
     by_round = evidence.wealth[Evidence.PASS].eta[0, 3]
@@ -258,15 +285,20 @@ def test_an_earlier_gate_as_baseline_is_bet_in_the_order_its_rounds_ran():
 
 def test_the_summary_says_what_was_computed():
     """The interval is labelled with its real two-sided coverage (each bound one-sided at
-    the confidence: 90% at 95%), the estimate is called a plug-in, and the report says
-    not-evaluable trials are assumed missing at random."""
+    the confidence: 90% at 95%), the estimate is called a plug-in, and the report says how
+    not-evaluable trials are read, their share, and the estimate with them as failures."""
     from passhat.results.gate_outputs import gate_record, junit, markdown
 
-    result = gate.evaluate(gate.absolute(1, 0.8), suite([0.8] * 20, 8))  # INCONCLUSIVE: junit says why
-    record = gate_record("g", [result], rounds=["g-r0"], conversations=160, tasks=20, cost_usd=0.0)
-    assert record["criteria"][0]["interval_coverage"] == 0.9
+    data = {t: [None if i == 0 else o for i, o in enumerate(v)] for t, v in suite([0.8] * 20, 8).items()}
+    result = gate.evaluate(gate.absolute(1, 0.8), data)  # INCONCLUSIVE: junit says why
+    record = gate_record("g", [result], rounds=["g-r0"], conversations=160, tasks=20, cost_usd=0.0, max_trials=16)
+    [criterion] = record["criteria"]
+    assert criterion["interval_coverage"] == 0.9 and criterion["not_evaluable"] == 0.125
+    assert criterion["estimate_if_failed"] < criterion["estimate"]
     text = markdown(record)
-    assert "(90% two-sided)" in text and "plug-in estimate" in text and "missing at random" in text
+    assert "(90% two-sided)" in text and "plug-in estimate" in text and "20/160 (12%)" in text
+    assert "counts as a failure for PASS and as a success for FAIL" in text
+    assert "against 320 for the fixed design of 16 trials" in text
     assert "unbiased C" not in text and "90% interval" in junit(record)
 
 

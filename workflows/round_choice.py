@@ -14,7 +14,6 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel
 from temporalio import activity
 
-from passhat import curtailment
 from passhat.results import gate, gate_rounds
 from passhat.results import precision
 
@@ -35,6 +34,8 @@ class Measure(BaseModel):
     target: Optional[dict[str, Any]] = None  # adaptive: passhat.results.precision.Target fields
     # gate: run every block whole (`--whole-blocks`) where its rounds would be curtailed
     whole_blocks: bool = False
+    # gate: the block sizes the baseline's rounds were curtailed to, when it is such a gate
+    baseline_curtail: list[int] = []
 
     def gate_criteria(self) -> list[gate.Criterion]:
         return [gate.Criterion(**c) for c in self.criteria]
@@ -45,8 +46,7 @@ class Measure(BaseModel):
     def round_trials(self) -> int:
         """Trials each chosen task gets in a round (a curtailed round: at most)."""
         if self.kind == "gate":
-            size = gate_rounds.round_trials(self.gate_criteria())
-            return size + curtailment.spare(size) if self.curtail() else size
+            return gate_rounds.round_trials(self.gate_criteria())
         return self.precision_target().k
 
     def curtail(self) -> list[int]:
@@ -81,7 +81,8 @@ class RecordRequest(BaseModel):
 def choose_round(req: ChoiceRequest) -> Choice:
     m = req.measure
     if m.kind == "gate":
-        tasks, stopped = gate_rounds.next_round(m.gate_criteria(), req.rounds, m.baseline, m.max_trials)
+        tasks, stopped = gate_rounds.next_round(m.gate_criteria(), req.rounds, m.baseline, m.max_trials,
+                                                m.baseline_curtail)
     else:
         tasks, stopped = precision.next_round(m.precision_target(), m.max_trials, req.rounds)
     return Choice(tasks=tasks, stopped=stopped)
@@ -95,11 +96,13 @@ def measure_record(req: RecordRequest) -> dict[str, Any]:
 
     m = req.measure
     if m.kind == "gate":
-        results = [gate.evaluate(c, req.outcomes, m.baseline, max_trials=m.max_trials, curtail=m.curtail())
-                   for c in m.gate_criteria()]
+        criteria = m.gate_criteria()
+        results = [gate.evaluate(c, req.outcomes, m.baseline, max_trials=m.max_trials, curtail=m.curtail(),
+                                 round_size=gate_rounds.round_trials(criteria), baseline_curtail=m.baseline_curtail)
+                   for c in criteria]
         record = gate_record(req.run_id, results, rounds=req.rounds, stopped=req.stopped, tasks=req.tasks,
                              conversations=sum(len(v) for v in gate.merged(req.outcomes).values()),
-                             cost_usd=req.cost_usd, curtailed=bool(m.curtail()))
+                             cost_usd=req.cost_usd, curtailed=bool(m.curtail()), max_trials=m.max_trials)
     else:
         record = precision.record(req.run_id, precision.measure(m.precision_target(), req.outcomes),
                                   rounds=req.rounds, fixed_trials=req.fixed_trials, cost_usd=req.cost_usd,

@@ -7,10 +7,10 @@ before it, each `size` trials, with the seed shifted by seed_offset + r so its t
 new draws. Which tasks a round runs follows only from the rounds recorded before it, so
 the rounds are the same whichever execution builds them: a round found complete in the
 store is read back, an interrupted one is resumed (its scored trials kept), and nothing
-finished runs twice. A round whose trials were left not evaluable runs them once more,
-then they are left out. A gate on pass^k with k > 1 curtails its rounds
+finished runs twice. A not-evaluable trial is not run again: each test reads it against
+itself (passhat.results.gate_units). A gate on pass^k with k > 1 curtails its rounds
 (passhat.curtailment): a task's trials run one after another until its blocks of the
-round are decided, not-evaluable ones replaced as they come.
+round are decided.
 
 The rounds are orchestration: here they survive a killed command (the workers that serve
 them are forked once, before anything else), show in the Temporal UI under the
@@ -56,8 +56,10 @@ class RoundsRequest(BaseModel):
         from passhat.contracts import stable_hash
         from passhat.run_identity import fingerprint
 
-        # whole_blocks counts only when set: rounds recorded before it existed keep theirs.
-        measure = self.measure.model_dump_json(exclude=set() if self.measure.whole_blocks else {"whole_blocks"})
+        # whole_blocks and baseline_curtail count only when set: rounds recorded before they
+        # existed keep theirs.
+        unset = {name for name in ("whole_blocks", "baseline_curtail") if not getattr(self.measure, name)}
+        measure = self.measure.model_dump_json(exclude=unset)
         return stable_hash(f"{fingerprint(self.config)}/{measure}/{self.seed_offset}")
 
     def tasks(self) -> list[str]:
@@ -132,23 +134,18 @@ class RoundsWorkflow:
         ), **computing)
 
     async def _run_round(self, config: RunConfig, opts: dict[str, Any]) -> RoundState:
-        """Run the round (or finish an interrupted one) as a child run; its trials left
-        not evaluable run once more. A round recorded complete is read back as it is."""
+        """Run the round (or finish an interrupted one) as a child run. A round recorded
+        complete is read back as it is. Its not-evaluable trials are not run again: the
+        evidence reads each one against the test it could help, and a second draw in its
+        place would be a chance to hide a failure (docs/gate.md, Not evaluable)."""
         state: RoundState = await workflow.execute_activity_method(ResultActivities.open_round, config, **opts)
         if state.status == RUN_COMPLETED:
             return state
-        for again in (False, True):
-            if again:  # recorded as running again, as `passhat resume` does
-                await workflow.execute_activity_method(ResultActivities.open_round, config, **opts)
-            await workflow.execute_child_workflow(
-                # On the rounds' own task queue (a child's default), which serves the run's plugins.
-                RunWorkflow.run, RunRequest(config=config), id=config.run_id,
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-                static_summary=f"round {config.run_id}: {sum(len(t) for t in config.task_ids.values())} "
-                               f"task(s) x {config.trials_label()}",
-            )
-            state = await workflow.execute_activity_method(ResultActivities.round_state, config.run_id, **opts)
-            # A curtailed round has replaced its not-evaluable trials as it ran.
-            if not state.not_evaluable or state.status == RUN_BUDGET_EXHAUSTED or config.curtail:
-                break
-        return state
+        await workflow.execute_child_workflow(
+            # On the rounds' own task queue (a child's default), which serves the run's plugins.
+            RunWorkflow.run, RunRequest(config=config), id=config.run_id,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            static_summary=f"round {config.run_id}: {sum(len(t) for t in config.task_ids.values())} "
+                           f"task(s) x {config.trials_label()}",
+        )
+        return await workflow.execute_activity_method(ResultActivities.round_state, config.run_id, **opts)

@@ -31,7 +31,7 @@ def test_exit_codes_and_outputs(env, tmp_path):
     ok = gate(summary_env, "-m", "scripted/oracle", "--require", "pass^1 >= 0.5", "--run-id", "g-pass",
               "--junit", str(tmp_path / "pass.xml"), "--summary", str(tmp_path / "pass.md"))
     assert ok.returncode == 0, ok.stderr
-    assert "**PASS**" in ok.stdout and "8 in 2 round(s), against 32" in ok.stdout
+    assert "**PASS**" in ok.stdout and "8 in 2 round(s), against 32 for the fixed design of 8 trials" in ok.stdout
     assert (tmp_path / "pass.md").read_text() == (tmp_path / "step.md").read_text()
     suite = ET.parse(tmp_path / "pass.xml").getroot().find("testsuite")
     assert suite.get("name") == "pass^1 >= 0.5" and suite.get("failures") == "0"
@@ -46,15 +46,20 @@ def test_exit_codes_and_outputs(env, tmp_path):
     failed = ET.parse(tmp_path / "fail.xml").getroot().find("testsuite")
     assert failed.get("failures") == str(len(TASKS) + 1)  # every task, and the verdict
 
-    # The budget of trials runs out before pass^1 >= 0.99 can be shown.
+    # The budget of trials runs out before pass^1 >= 0.99 can be shown: refused before the
+    # first conversation, unless --force.
+    refused = gate(env, "-m", "scripted/oracle", "--require", "pass^1 >= 0.99", "--max-trials", "2",
+                   "--run-id", "g-open")
+    assert refused.returncode == 2 and "could not PASS pass^1 >= 0.99" in refused.stderr, refused.stderr
     open_ = gate(env, "-m", "scripted/oracle", "--require", "pass^1 >= 0.99", "--max-trials", "2",
-                 "--run-id", "g-open")
+                 "--run-id", "g-open", "--force")
     assert open_.returncode == 3, open_.stderr
     assert "**INCONCLUSIVE**" in open_.stdout and "--max-trials" in open_.stdout
 
-    # Against the passing gate as baseline, a model that always fails is a regression.
+    # Against the passing gate as baseline, a model that always fails is a regression (with
+    # a budget in which one that never fails could show it is not: the check asked for 13).
     worse = gate(env, "-m", "scripted/noisy-0", "--baseline", "g-pass", "--max-drop", "0.1",
-                 "--run-id", "g-regress", "-o", "json")
+                 "--max-trials", "16", "--run-id", "g-regress", "-o", "json")
     assert worse.returncode == 1, worse.stderr
     regress = json.loads(worse.stdout)
     assert regress["criteria"][0]["kind"] == "regression"
@@ -99,18 +104,58 @@ def test_a_detached_gate_is_followed_by_status(env, tmp_path):
         worker.wait(timeout=60)
 
 
-def test_usage_errors_are_one_line_exit_2(env):
+def test_usage_errors_are_one_line_exit_2(env, tmp_path):
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text('[gate]\nrequire = ["pass^4 >= 1.8"]\n')
     for args, said in [
         ((), "give a criterion"),
         (("--require", "pass^4 > 0.8"), "--require must read"),
         (("--baseline", "nope"), "--baseline and --max-drop go together"),
         (("--baseline", "nope", "--max-drop", "0.1"), "no run or gate 'nope'"),
         (("--require", "pass^1 >= 0.5", "--trials", "4"), "--max-trials"),
+        (("--config", str(sweep)), f"{sweep}: gate.require: a pass^k threshold must be within 0..1, got 1.8"),
     ]:
         result = gate(env, "-m", "scripted/oracle", *args)
         assert result.returncode == 2, (args, result.stderr)
         assert said in result.stderr and "Traceback" not in result.stderr
         assert result.stderr.count("error:") == 1
+    # Rich markup would eat "[gate]" from the help text.
+    assert "its [gate] table" in " ".join(passhat("gate", "--help", env=env).stdout.split())
+
+
+def test_a_budget_that_cannot_decide_is_refused_before_any_conversation(env):
+    """4 tasks, pass^1 >= 0.95, the default 8 trials a task: even an agent that never fails
+    could not PASS, so the gate says so in one line (exit 2), before any conversation,
+    naming a budget that could; with that budget such an agent PASSes. Its preview says the
+    chance of a PASS a little above the bar."""
+    from passhat.infra.store import Store
+
+    refused = gate(env, "-m", "scripted/oracle", "--require", "pass^1 >= 0.95", "--run-id", "g-small")
+    assert refused.returncode == 2 and refused.stderr.count("error:") == 1, refused.stderr
+    named = re.search(r"--max-trials (\d+) or (\d+) tasks at --max-trials 8 could", refused.stderr)
+    assert named and "--force runs it anyway" in refused.stderr, refused.stderr
+    store = Store(f"sqlite:///{env['PASSHAT_HOME']}/results.db")
+    assert store.get_run("g-small-r0") is None  # nothing ran
+    store.close()
+    ok = gate(env, "-m", "scripted/oracle", "--require", "pass^1 >= 0.95", "--max-trials", named.group(1),
+              "--run-id", "g-small", "-o", "json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["verdict"] == "PASS"
+    assert re.search(r"pass\^1 >= 0.95: PASS at this budget \(simulated, 200 gates\) 1\.00 if its pass\^1 is 1\.00",
+                     ok.stderr), ok.stderr
+
+
+def test_a_gate_whose_failures_go_missing_does_not_pass(env):
+    """scripted/noisy-0.9 whose failing trials end not evaluable: every evaluable trial
+    succeeds, but its pass^1 is 0.9, below the bar of 0.95. Read as missing at random the
+    gate would PASS it; read against each test it does not, and the summary shows the
+    share lost and the estimate with them as failures."""
+    result = gate(env, "-m", "scripted/noisy-0.9", "--agent-args", '{"failures": "not_evaluable"}',
+                  "--require", "pass^1 >= 0.95", "--max-trials", "24", "--run-id", "g-lost", "-o", "json")
+    assert result.returncode == 3, result.stderr
+    [criterion] = json.loads(result.stdout)["criteria"]
+    assert criterion["verdict"] == "INCONCLUSIVE" and criterion["estimate"] == 1.0
+    assert 0 < criterion["not_evaluable"] and criterion["estimate_if_failed"] < 0.95
 
 
 def test_not_evaluable_trials_never_decide(env, tmp_path):
@@ -212,7 +257,7 @@ async def test_cancel_stops_a_gate_in_its_round(env):
 def test_a_pass4_gate_stops_each_block_at_its_first_failure(env):
     """A gate on pass^4 curtails its rounds (passhat.curtailment): a model that always fails
     runs one trial a task a round, not four; one that never fails runs all four. Such a
-    gate cannot be a regression's baseline: its trials are not another k's blocks."""
+    gate is a regression's baseline for pass^1 (each block's first trial) or pass^4."""
     bad = gate(env, "-m", "scripted/noisy-0", "--require", "pass^4 >= 0.5", "--max-trials", "8",
                "--run-id", "g-curtail", "-o", "json")
     assert bad.returncode in (1, 3), bad.stderr
@@ -226,9 +271,16 @@ def test_a_pass4_gate_stops_each_block_at_its_first_failure(env):
     record = json.loads(good.stdout)
     assert record["conversations"] == 4 * len(TASKS) * len(record["rounds"]), record
 
+    # A curtailed gate is a baseline: for pass^4 its blocks, for pass^1 each block's first trial.
+    regress = gate(env, "-m", "scripted/oracle", "--baseline", "g-curtail", "--max-drop", "0.1",
+                   "--run-id", "g-on-curtailed", "-o", "json")
+    assert regress.returncode == 0, regress.stderr
+    [criterion] = json.loads(regress.stdout)["criteria"]
+    assert {t["baseline"] for t in criterion["tasks"]} == {0.0} and criterion["verdict"] == "PASS"
     refused = gate(env, "-m", "scripted/oracle", "--baseline", "g-curtail", "--max-drop", "0.1",
-                   "--run-id", "g-on-curtailed")
-    assert refused.returncode == 2 and "give a run" in refused.stderr and "Traceback" not in refused.stderr
+                   "--regression-metric", "pass^2", "--run-id", "g-on-curtailed-2")
+    assert refused.returncode == 2 and "pass^1 or pass^4, not pass^2" in refused.stderr
+    assert "Traceback" not in refused.stderr
 
     # --whole-blocks: every block's four trials at once, a failing one too.
     whole = gate(env, "-m", "scripted/noisy-0", "--require", "pass^4 >= 0.5", "--max-trials", "8",
