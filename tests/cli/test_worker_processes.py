@@ -99,8 +99,12 @@ async def pids_polling(address: str) -> set[int]:
 
 async def all_polling(address: str, worker, processes: int) -> set[int]:  # noqa: ANN001 - a WorkerProcess
     """Once `passhat worker --processes N` and its N-1 children all poll: the children."""
-    # Several processes import tau2 at once: on a busy machine that takes a while.
-    await until(lambda: len(children_of(worker.pid)) == processes - 1, "the worker children", 60)
+    # The parent imports passhat and its plugins before it forks, and several processes
+    # import tau2 at once: on a busy CI machine that took more than a minute. Wait for the
+    # children, or for the worker to have ended, which fails at once with its output.
+    await until(lambda: len(children_of(worker.pid)) == processes - 1 or worker.proc.poll() is not None,
+                "the worker children", 240)
+    assert worker.proc.poll() is None, worker.output()
     children = children_of(worker.pid)
     await until(async_equal(lambda: pids_polling(address), {worker.pid, *children}),
                 "the parent and its children polling", 240)
