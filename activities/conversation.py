@@ -37,6 +37,7 @@ from passhat.domains.nl_judge import JUDGE_ERROR, judge_key, parse_verdicts
 from passhat.domains.tau2_version import rules_for
 from passhat.infra import llm, scripted_faults, scripted_provider, tracing
 from passhat.infra.store import Store, StoreError
+from passhat.personas import with_persona
 
 T = TypeVar("T")
 
@@ -357,7 +358,8 @@ class ConversationActivities:
             system = (domain.agent_system_prompt() if spec.agent_prompt is None
                       else render_agent_prompt(spec.agent_prompt, domain.policy()))
             return history, system, domain.agent_tools()
-        return history, domain.user_system_prompt(spec.task_id), domain.user_tools()
+        # The one place a persona enters the user simulator's request (docs/personas.md).
+        return history, with_persona(domain.user_system_prompt(spec.task_id), spec.user_persona_text), domain.user_tools()
 
 
 async def call_model(ref: StepRef, role: str, model: str, messages: list[dict], *,

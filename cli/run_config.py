@@ -5,6 +5,7 @@ strings litellm can route, durations, provider caps, run ids."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 from datetime import datetime, timezone
@@ -173,6 +174,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     from passhat.domains.registry import get_domain
     from passhat.domains.task_file import TaskFileError, custom_domain_name, split_domain_name
     from passhat.domains.tau2_version import UnknownTau2VersionError, data_digest, family_of, installed_version
+    from passhat.personas import persona_digests
 
     domains, task_ids, agent_models = options.domains, options.task_ids, options.agent_models
     if not domains:
@@ -219,6 +221,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     plugins = run_plugins(options.plugins)
     load_plugins(plugins)  # before the agent and the domains: a plugin may register them
     agent, agent_prompt = _agent(options)
+    user_personas = _user_personas(options.user_personas)
     per_domain: dict[str, list[str]] = {}
     for domain_name in dict.fromkeys(domains):
         try:
@@ -264,6 +267,8 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         tau2_data=data_digest([split_variant(split_domain_name(d)[0])[0] for d in per_domain]),
         domain_digests=run_digests(list(per_domain)),
         agent_digests=agent_digests(agent, agent_prompt),
+        user_personas=user_personas,
+        persona_digests=persona_digests(list(user_personas)) or None,
         judge_model=judge_model,
         judge_args=judge_args,
         run_id=run_id or new_run_id(),
@@ -292,6 +297,19 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         expected_calls={name: {t: direct_calls(get_domain(name).task(t)) for t in chosen}
                         for name, chosen in per_domain.items()},
     )
+
+
+def _user_personas(specs: list[str]) -> dict[str, str]:
+    """The run's personas, {label: text} (passhat.personas); a team's file by its absolute
+    path, as workers in another directory and a later resume read it."""
+    from passhat.personas import FILE_PREFIX, PersonaError, parse_all
+
+    absolute = [FILE_PREFIX + os.path.abspath(s.strip()[len(FILE_PREFIX):]) if s.strip().startswith(FILE_PREFIX)
+                else s for s in specs]
+    try:
+        return parse_all(absolute)
+    except PersonaError as err:
+        raise UserInputError(str(err)) from None
 
 
 def _task_set_domains(domains: list[str], options: RunOptions) -> list[str]:

@@ -75,6 +75,9 @@ class RunOptions:
     user_model: Optional[str] = option(
         None, "--user-model", "-u", kind="model", file_key="user", args="user_args",
         help="litellm model string for the user simulator. Required unless --config has a user.")
+    user_personas: list[str] = option(
+        [], "--user-persona", kind="strings", file_key="personas", metavar="PERSONA",
+        help="Run every task and trial also under this user persona (repeat for several; a sweep axis like --agent-model): impatient, confused, skeptical, incoherent or changes-mind, optionally with an intensity 1-3 (impatient:2), or file:PATH for your own. Its text is added to the user simulator's prompt (docs/personas.md); default: tau2's user alone.")
     max_cost: Optional[float] = option(
         None, "--max-cost", kind="number", more_than=0, unit="USD", metavar="USD",
         help="Budget: once the run's recorded model cost reaches it, no new conversation starts; those in flight finish and the run ends as budget_exhausted (`passhat resume RUN --max-cost USD` continues it).")

@@ -63,6 +63,10 @@ def load(path: str) -> Sweep:
     check.domains_and_tasks(values, base=base)
     if values.get("agent_prompt") is not None:  # relative to the file, as task files are
         values["agent_prompt"] = str((base / Path(values["agent_prompt"]).expanduser()).absolute())
+    if values.get("user_personas"):  # a persona's file too
+        values["user_personas"] = [
+            f"file:{(base / Path(p[len('file:'):]).expanduser()).absolute()}" if p.startswith("file:") else p
+            for p in values["user_personas"]]
     return Sweep(path, values)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from passhat.contracts import RunConfig, stable_hash
 from passhat.domains.agent_identity import agent_digests
+from passhat.personas import persona_digests
 from passhat.run_identity import DOMAIN_DIGEST_PARTS as PARTS
 
 
@@ -51,6 +52,7 @@ def run_digests(names: list[str]) -> dict[str, dict[str, str]]:
 MEASURE: dict[str, Callable[[RunConfig], Any]] = {
     "domain_digests": lambda config: run_digests(config.domains),
     "agent_digests": lambda config: agent_digests(config.agent, config.agent_prompt),
+    "persona_digests": lambda config: persona_digests(list(config.user_personas)) or None,
 }
 
 

@@ -261,6 +261,7 @@ class Store:
                     run_id=spec.run_id,
                     agent_model=spec.agent_model,
                     user_model=spec.user_model,
+                    user_persona=spec.user_persona,
                     domain=spec.domain,
                     task_id=spec.task_id,
                     trial_index=spec.trial_index,

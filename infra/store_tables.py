@@ -65,6 +65,8 @@ class TrialRow(SQLModel, table=True):
     run_id: str = Field(index=True)
     agent_model: str
     user_model: str
+    # The user persona the trial ran under (passhat.personas label); None: tau2's user.
+    user_persona: str | None = None
     domain: str
     task_id: str
     trial_index: int
@@ -193,7 +195,7 @@ def task_result_values(outcome: TaskOutcome) -> dict[str, Any]:
     values = outcome.model_dump(exclude={"pass_hat"})
     values["pass_hat_json"] = json.dumps(outcome.pass_hat)
     values["id"] = task_workflow_id(
-        outcome.run_id, outcome.agent_model, outcome.domain, outcome.task_id
+        outcome.run_id, outcome.agent_model, outcome.domain, outcome.task_id, outcome.user_persona
     )
     return values
 

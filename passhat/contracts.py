@@ -318,6 +318,15 @@ class RunConfig(TrialSettings):
     # digest}}: a plugin agent's module sources, the prompt of tau2's LLM agent. An agent
     # changed since is refused like a domain. None: recorded before passhat kept it.
     agent_digests: dict[str, dict[str, str]] | None = None
+    # The user personas (passhat.personas) every task and trial runs under, {label: text}
+    # in the order given; empty: tau2's user alone, whose requests stay as they were.
+    user_personas: dict[str, str] = Field(default_factory=dict)
+    # {persona label: {"text": digest}}, measured like a domain; None without personas.
+    persona_digests: dict[str, dict[str, str]] | None = None
+
+    def personas(self) -> list[str | None]:
+        """The run's user personas, None for tau2's user when the run has none."""
+        return list(self.user_personas) or [None]
 
     def trials_label(self) -> str:
         """A task's trials, in words: a curtailed round's stop early."""
@@ -330,7 +339,7 @@ class RunConfig(TrialSettings):
         return self.agent_model_args.get(model, self.agent_args)
 
     def units(self) -> list["TaskUnit"]:
-        """Every (agent model, domain, task) of the run, in the order they start: the most
+        """Every (agent model, persona, domain, task) of the run, in the order they start: the most
         expected model calls first, and otherwise as given (a config without estimates,
         like one stored by an earlier passhat, keeps the order it was run in)."""
         settings = self.model_dump(include=set(TrialSettings.model_fields))
@@ -343,8 +352,11 @@ class RunConfig(TrialSettings):
                 domain=domain,
                 task_id=task_id,
                 seeds=seeds,
+                **({} if persona is None else
+                   {"user_persona": persona, "user_persona_text": self.user_personas[persona]}),
             )
             for model in self.agent_models
+            for persona in self.personas()
             for domain in self.domains
             for task_id in self.task_ids[domain]
         ]
@@ -352,20 +364,25 @@ class RunConfig(TrialSettings):
         return sorted(units, key=lambda u: -self.expected_calls.get(u.domain, {}).get(u.task_id, 0))
 
     def total_trials(self) -> int:
-        return len(self.agent_models) * sum(map(len, self.task_ids.values())) * self.trials
+        return (len(self.agent_models) * len(self.personas()) * sum(map(len, self.task_ids.values()))
+                * self.trials)
 
 
 class _TaskKey(TrialSettings):
-    """Which (run, agent model, domain, task) a task or trial belongs to."""
+    """Which (run, agent model, persona, domain, task) a task or trial belongs to."""
 
     run_id: str
     agent_model: str
     domain: str
     task_id: str
+    # The user persona (its label) and its text, added to the user simulator's prompt
+    # (passhat.personas.with_persona); None: tau2's user as it is.
+    user_persona: str | None = None
+    user_persona_text: str | None = None
 
     @property
     def task_workflow_id(self) -> str:
-        return task_workflow_id(self.run_id, self.agent_model, self.domain, self.task_id)
+        return task_workflow_id(self.run_id, self.agent_model, self.domain, self.task_id, self.user_persona)
 
 
 class TaskUnit(_TaskKey):
@@ -391,7 +408,7 @@ class TrialSpec(_TaskKey):
     def trial_id(self) -> str:
         """Also the TrialWorkflow id and the results-store key of the trial."""
         return trial_workflow_id(
-            self.run_id, self.agent_model, self.domain, self.task_id, self.trial_index
+            self.run_id, self.agent_model, self.domain, self.task_id, self.trial_index, self.user_persona
         )
 
 
@@ -439,6 +456,7 @@ class TaskOutcome(BaseModel):
     run_id: str
     agent_model: str
     user_model: str
+    user_persona: str | None = None
     domain: str
     task_id: str
     trials: int
@@ -451,6 +469,7 @@ class TaskOutcome(BaseModel):
 class ModelDomainSummary(BaseModel):
     agent_model: str
     user_model: str
+    user_persona: str | None = None
     domain: str
     tasks: int
     trials: int
@@ -496,14 +515,18 @@ def trial_seeds(seed: int, trials: int) -> list[int]:
     return [rng.randint(0, 1_000_000) for _ in range(trials)]
 
 
-def task_workflow_id(run_id: str, agent_model: str, domain: str, task_id: str) -> str:
-    return f"{run_id}/{agent_model}/{domain}/{task_id}"
+def task_workflow_id(run_id: str, agent_model: str, domain: str, task_id: str,
+                     user_persona: str | None = None) -> str:
+    """RUN/MODEL/DOMAIN/TASK; under a user persona RUN/MODEL/DOMAIN/TASK@PERSONA (a run
+    without personas keeps the ids it always had)."""
+    persona = "" if user_persona is None else f"@{user_persona}"
+    return f"{run_id}/{agent_model}/{domain}/{task_id}{persona}"
 
 
 def trial_workflow_id(
-    run_id: str, agent_model: str, domain: str, task_id: str, index: int
+    run_id: str, agent_model: str, domain: str, task_id: str, index: int, user_persona: str | None = None
 ) -> str:
-    return f"{task_workflow_id(run_id, agent_model, domain, task_id)}/trial-{index}"
+    return f"{task_workflow_id(run_id, agent_model, domain, task_id, user_persona)}/trial-{index}"
 
 
 RUN_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}"

@@ -68,6 +68,7 @@ def task_outcome(task, rewards: list[float], trials: int) -> TaskOutcome:  # noq
         run_id=task.run_id,
         agent_model=task.agent_model,
         user_model=task.user_model,
+        user_persona=task.user_persona,
         domain=task.domain,
         task_id=task.task_id,
         trials=trials,
@@ -81,14 +82,15 @@ def task_outcome(task, rewards: list[float], trials: int) -> TaskOutcome:  # noq
 def summarize(
     run_id: str, tasks: list[TaskOutcome], departures: list[str] | None = None
 ) -> RunSummary:
-    """Per (agent model, user model, domain): pass^j and pass@j averaged over tasks, and
+    """Per (agent model, user persona, user model, domain): pass^j and pass@j averaged over tasks, and
     the average reward over evaluable trials. `departures` says how the run departs from
     tau2's rules, for the report's header."""
-    groups: dict[tuple[str, str, str], list[TaskOutcome]] = {}
+    groups: dict[tuple[str, str, str, str], list[TaskOutcome]] = {}
     for task in tasks:
-        groups.setdefault((task.agent_model, task.user_model, task.domain), []).append(task)
+        groups.setdefault((task.agent_model, task.user_persona or "", task.user_model, task.domain),
+                          []).append(task)
     results = []
-    for (agent, user, domain), rows in sorted(groups.items()):
+    for (agent, persona, user, domain), rows in sorted(groups.items()):
         evaluable = sum(r.evaluable for r in rows)
         reward_sum = sum(r.avg_reward * r.evaluable for r in rows if r.avg_reward is not None)
         scored = [r for r in rows if r.evaluable]
@@ -96,6 +98,7 @@ def summarize(
             ModelDomainSummary(
                 agent_model=agent,
                 user_model=user,
+                user_persona=persona or None,
                 domain=domain,
                 tasks=len(rows),
                 trials=sum(r.trials for r in rows),

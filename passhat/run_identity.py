@@ -19,10 +19,12 @@ part (MEASURED):
 - each task file: the tasks themselves (tasks_digest), kept with the run, so that a
   refusal names the tasks that differ (check_task_files).
 
+- each user persona (passhat.personas): its text, a team's file read again.
+
 A subject a run was recorded without (a run made before passhat measured it) is not a
-change: such a run attaches as it did. A new subject (a user persona, say) is one more
-RunConfig field of {name: {part: digest}}, one Measured line below, and the function
-that measures it beside domains/digest.py.
+change: such a run attaches as it did. A new subject is one more RunConfig field of
+{name: {part: digest}}, one Measured line below, and the function that measures it
+beside domains/digest.py.
 
 The results store keeps a run with its fingerprint and never decides; this module does.
 It imports only the contracts, so every layer may ask it.
@@ -74,6 +76,7 @@ class Measured:
 MEASURED = (
     Measured("domain", "domain_digests", DOMAIN_DIGEST_PARTS),
     Measured("agent", "agent_digests"),
+    Measured("user persona", "persona_digests", ("text",)),
 )
 
 
@@ -83,7 +86,8 @@ MEASURED = (
 _HOW_IT_RUNS = {"concurrency", "retry", "provider_limits", "max_cost", "expected_calls"}
 # Fields that count only when a run has them, so a run stored before they existed keeps
 # its fingerprint.
-_ONLY_WHEN_SET = ("agent_model_args", "agent", "agent_prompt", "plugins", "timeout", "rejudge", "curtail")
+_ONLY_WHEN_SET = ("agent_model_args", "agent", "agent_prompt", "plugins", "timeout", "rejudge", "curtail",
+                  "user_personas")
 
 
 def fingerprint(config: RunConfig) -> str:

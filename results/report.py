@@ -99,11 +99,13 @@ class TaskReport(BaseModel):
 
 
 class GroupReport(BaseModel):
-    """One agent model, user model and domain of a run."""
+    """One agent model, user model (with its persona) and domain of a run."""
 
     run_id: str
     agent_model: str
     user_model: str
+    user_persona: str | None = Field(default=None, description=(
+        "the user persona the trials ran under (docs/personas.md); null: tau2's user"))
     domain: str
     tasks: int
     trials: int = Field(description="trials expected")
@@ -179,6 +181,7 @@ class GroupRef(BaseModel):
     run_id: str
     agent_model: str
     user_model: str
+    user_persona: str | None = None
 
 
 class Comparison(BaseModel):
@@ -221,9 +224,10 @@ class Report(BaseModel):
     def label(self, group: GroupReport | GroupRef) -> str:
         """How a group is named where runs and models mix: the model, and the run when
         the report covers several."""
+        persona = "" if group.user_persona is None else f" [{group.user_persona}]"
         if len(self.runs) > 1:
-            return f"{group.run_id}:{group.agent_model}"
-        return group.agent_model
+            return f"{group.run_id}:{group.agent_model}{persona}"
+        return group.agent_model + persona
 
 
 # ---- assembling -------------------------------------------------------------------------
@@ -293,18 +297,24 @@ def _run_report(store, run_id: str) -> RunReport:  # noqa: ANN001
     config = row.run_config()
     imported = store.import_source(run_id) is not None
     rows = store.trials(run_id)
-    divergences = run_divergences(rows, _steps_reader(store, run_id))
-    by_group: dict[tuple[str, str, str], list[Any]] = {}
-    # A run expects every (model, domain) of its config, even one with no trial yet;
-    # an imported run has exactly the trials its files held.
+    personas = list(dict.fromkeys([*config.personas(), *(t.user_persona for t in rows)]))
+    # A task's divergence is read among the trials of its persona.
+    divergences = {persona: run_divergences([t for t in rows if t.user_persona == persona],
+                                            _steps_reader(store, run_id))
+                   for persona in personas}
+    by_group: dict[tuple[str, str | None, str, str], list[Any]] = {}
+    # A run expects every (model, persona, domain) of its config, even one with no trial
+    # yet; an imported run has exactly the trials its files held.
     if not imported:
         for model in config.agent_models:
-            for domain in config.domains:
-                by_group[(model, config.user_model, domain)] = []
+            for persona in config.personas():
+                for domain in config.domains:
+                    by_group[(model, persona, config.user_model, domain)] = []
     for trial in rows:
-        by_group.setdefault((trial.agent_model, trial.user_model, trial.domain), []).append(trial)
+        by_group.setdefault((trial.agent_model, trial.user_persona, trial.user_model, trial.domain),
+                            []).append(trial)
     groups = []
-    for (agent, user, domain), trials in by_group.items():
+    for (agent, persona, user, domain), trials in by_group.items():
         if imported:
             task_ids = list(dict.fromkeys(t.task_id for t in trials))
             k = max((t.trial_index + 1 for t in trials), default=0)
@@ -313,8 +323,10 @@ def _run_report(store, run_id: str) -> RunReport:  # noqa: ANN001
             task_ids += [t for t in dict.fromkeys(t.task_id for t in trials) if t not in task_ids]
             k = config.trials
         group = _group_report(run_id, agent, user, domain, task_ids, k, trials,
-                              {t: d for (a, u, dm, t), d in divergences.items() if (a, u, dm) == (agent, user, domain)})
-        groups.append(group.model_copy(update={"agent": agent_identity(config, agent)}))
+                              {t: d for (a, u, dm, t), d in divergences[persona].items()
+                               if (a, u, dm) == (agent, user, domain)})
+        groups.append(group.model_copy(update={"agent": agent_identity(config, agent),
+                                               "user_persona": persona}))
     statuses = Counter(t.status for t in rows)
     expected = len(rows) if imported else max(row.total_trials, len(rows))
     completeness = _completeness(row.status, expected, statuses, len(rows))
@@ -453,13 +465,15 @@ def _completeness(run_status: str, expected: int, statuses: Counter, recorded: i
 
 
 def _comparisons(report: Report) -> list[Comparison]:
-    """Every pair of groups on the same domain, in the order the runs and their models
+    """Every pair of groups on the same domain and persona, in the order the runs and their models
     were given: per-task pass^1 of a minus b over the tasks both evaluated."""
     out = []
     groups = report.groups()
     for i, a in enumerate(groups):
         for b in groups[i + 1:]:
-            if a.domain != b.domain:
+            # Agents are compared under the same user; the drop a persona makes is the
+            # robustness section's (results/robustness.py).
+            if a.domain != b.domain or a.user_persona != b.user_persona:
                 continue
             paired = metrics.paired_difference(_pass1_by_task(a), _pass1_by_task(b))
             if paired is None:
@@ -467,8 +481,10 @@ def _comparisons(report: Report) -> list[Comparison]:
             d = paired.difference
             comparison = Comparison(
                 domain=a.domain,
-                a=GroupRef(run_id=a.run_id, agent_model=a.agent_model, user_model=a.user_model),
-                b=GroupRef(run_id=b.run_id, agent_model=b.agent_model, user_model=b.user_model),
+                a=GroupRef(run_id=a.run_id, agent_model=a.agent_model, user_model=a.user_model,
+                           user_persona=a.user_persona),
+                b=GroupRef(run_id=b.run_id, agent_model=b.agent_model, user_model=b.user_model,
+                           user_persona=b.user_persona),
                 shared_tasks=paired.shared_tasks,
                 difference=Estimate(value=d.value, low=d.low, high=d.high),
                 distinguishable=d.excludes_zero(), statement="",

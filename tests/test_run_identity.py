@@ -46,6 +46,8 @@ def test_the_same_experiment_attaches_and_another_is_refused_naming_what_differs
      "the agent changed since run 'r1' was recorded: my_agent (module my_agents) differ; restore the agent"),
     ("agent_digests", AGENT, {"my_agent": {"module my_agents": "a1"}},  # a module it no longer imports
      "the agent changed since run 'r1' was recorded: my_agent (module my_helpers) differ"),
+    ("persona_digests", {"file:/p.txt": {"text": "x1"}}, {"file:/p.txt": {"text": "x2"}},
+     "the user persona changed since run 'r1' was recorded: file:/p.txt (text) differ; restore the user persona"),
 ])
 def test_a_measured_subject_that_changed_is_refused_naming_its_part(sqlite_store, field, recorded, changed, words):
     """A run recorded without the subject (by an earlier passhat) attaches to a

@@ -190,6 +190,14 @@ CASES: list[Case] = [
         error="agent prompt {files}/no-prompt.txt: cannot read it (No such file or directory)"),
     run("--agent-prompt", "{files}/no-placeholder.txt", run_id="agent-prompt-no-placeholder",
         error="agent prompt {files}/no-placeholder.txt has no {policy} placeholder"),
+    # -- user personas -------------------------------------------------------------------------
+    run("--user-persona", "grumpy", run_id="persona-unknown",
+        error="unknown --user-persona 'grumpy': use one of impatient, confused, skeptical, incoherent, "
+              "changes-mind (optionally NAME:1 to NAME:3), or file:PATH for your own"),
+    run("--user-persona", "impatient:7", run_id="persona-intensity",
+        error="--user-persona impatient:7: the intensity must be 1 to 3, e.g. impatient:2"),
+    run("--user-persona", "file:{files}/no-persona.txt", run_id="persona-file-missing",
+        error="--user-persona file:{files}/no-persona.txt: cannot read {files}/no-persona.txt: No such file or directory"),
     run("--agent", "no_such_agent", run_id="unknown-agent",
         error="unknown --agent 'no_such_agent'; tau2's agent registry has: llm_agent, llm_agent_gt"),
     run("--task-file", "{files}/wrong-argument.json", run_id="task-file-wrong-argument",
