@@ -19,6 +19,12 @@ custom-provider hook, so they travel the same code path as any real provider.
 - `scripted/parallel` is the oracle agent making its tool calls in parallel: each run of
   gold actions that are the agent's goes out in one message, as a model with parallel
   tool calls does (the answers come back together: tau2's MultiToolMessage).
+- `scripted/verifier` is the oracle agent that first verifies the user: it asks for the
+  identifying detail of the task's known info (its first word with a digit, `_` or `@`,
+  such as a user id), at most twice, and acts only once the user has said it; otherwise
+  it says it cannot go on. Against the scripted user personas
+  (passhat.infra.scripted_personas) it is the agent that a withheld or fragmented fact
+  breaks.
 - `scripted/customer`, as the user, plays its task's scenario as a cooperative customer
   who answers the agent's questions (passhat.infra.scripted_customer); as the agent, the
   oracle.
@@ -50,6 +56,7 @@ from typing import Any, Callable
 from passhat.contracts import STOP_TOKEN, TaskInfo
 from passhat.infra import scripted_review
 from passhat.infra.scripted_customer import GOLD_TAG, asked_user_calls, customer_turn
+from passhat.infra.scripted_personas import customer_for, system_of
 from passhat.infra.scripted_faults import (
     AgentFault,
     DomainFacts,
@@ -115,7 +122,7 @@ def parse_name(name: str) -> float:
 def model_family(name: str) -> tuple[str, float]:
     """A scripted model name's family (oracle, parallel, customer, judge, noisy, faulty,
     faulty-user) and P."""
-    if name in ("oracle", "parallel", "customer", "judge") or name in scripted_review.MODELS:
+    if name in ("oracle", "parallel", "verifier", "customer", "judge") or name in scripted_review.MODELS:
         return name, 1.0
     match = _MODEL.fullmatch(name)
     if match and 0.0 <= float(match.group(2)) <= 1.0:
@@ -153,12 +160,14 @@ def _answer(task_of: TaskLookup, facts_of: FactsLookup | None, model: str, messa
     elif role == "judge":
         message = judge_turn(messages)
     elif role == "user" and family == "customer":
-        message = customer_turn(task, messages)
+        message = customer_turn(task, messages, customer_for(system_of(messages)))
     elif role == "user":
         fault = None
         if family == "faulty-user":
             fault = planned_user_fault(meta["domain"], task, _facts(facts_of, meta["domain"]), seed, p)
         message = user_turn(task, messages, fault)
+    elif family == "verifier":
+        message = verifier_turn(task, messages)
     elif family == "faulty":
         fault = planned_fault(meta["domain"], task, _facts(facts_of, meta["domain"]), seed, p)
         message = agent_turn(task, messages, fault)
@@ -251,6 +260,22 @@ def agent_turn(task: TaskInfo, messages: list[dict], fault: AgentFault | None = 
     info = " ".join(s for s in task.communicate_info if fault is None or s != fault.info)
     text = f"Here is what you need to know: {info}" if info else "Your request has been handled."
     return {"role": "assistant", "content": text}
+
+
+VERIFY = "To verify you first: what is your user id?"
+CANNOT_VERIFY = "I am sorry, I cannot go on without verifying you."
+_IDENTITY = re.compile(r"[A-Za-z0-9._%+-]*[0-9_@][A-Za-z0-9._%+@-]*[A-Za-z0-9]")
+
+
+def verifier_turn(task: TaskInfo, messages: list[dict]) -> dict:
+    """scripted/verifier's next turn: the oracle's, once the user has said the identifying
+    detail of its known info (none: at once); until then it asks for it, twice at most."""
+    detail = next(iter(_IDENTITY.findall(task.known_info or "")), None)
+    said = " ".join(str(m.get("content") or "") for m in messages if m.get("role") == "user")
+    if detail is None or detail in said:
+        return agent_turn(task, messages)
+    asked = sum(1 for m in messages if m.get("role") == "assistant" and m.get("content") == VERIFY)
+    return {"role": "assistant", "content": VERIFY if asked < 2 else CANNOT_VERIFY}
 
 
 def _call_message(call_id: str, action: Any) -> dict:

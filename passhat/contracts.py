@@ -318,15 +318,17 @@ class RunConfig(TrialSettings):
     # digest}}: a plugin agent's module sources, the prompt of tau2's LLM agent. An agent
     # changed since is refused like a domain. None: recorded before passhat kept it.
     agent_digests: dict[str, dict[str, str]] | None = None
-    # The user personas (passhat.personas) every task and trial runs under, {label: text}
-    # in the order given; empty: tau2's user alone, whose requests stay as they were.
+    # The user personas (passhat.personas) every task and trial also runs under, besides
+    # tau2's own user, {label: text} in the order given; empty: tau2's user alone, whose
+    # requests stay as they were.
     user_personas: dict[str, str] = Field(default_factory=dict)
     # {persona label: {"text": digest}}, measured like a domain; None without personas.
     persona_digests: dict[str, dict[str, str]] | None = None
 
     def personas(self) -> list[str | None]:
-        """The run's user personas, None for tau2's user when the run has none."""
-        return list(self.user_personas) or [None]
+        """The users every task and trial runs under: tau2's own (None) first, the
+        baseline each persona's drop is measured from, then each persona."""
+        return [None, *self.user_personas]
 
     def trials_label(self) -> str:
         """A task's trials, in words: a curtailed round's stop early."""

@@ -59,6 +59,7 @@ from passhat.contracts import STOP_TOKEN, TaskInfo
 from passhat.domains.registry import get_domain
 from passhat.infra import scripted_provider, scripted_review
 from passhat.infra.scripted_customer import customer_turn
+from passhat.infra.scripted_personas import customer_for
 
 SCENARIO_TAG = "<scenario>"
 FIXED_MODEL = re.compile(r"fixed-(\d+)")
@@ -232,8 +233,11 @@ class ScriptedResponder:
             return self._unique(self._agent_candidates(system, messages),
                                 lambda _, task: fixed_agent_turn(task, messages, tools, calls))
         if SCENARIO_TAG in system:
-            user = customer_turn if model.rsplit("/", 1)[-1] == "customer" else scripted_provider.user_turn
-            return self._unique(self._user_candidates(system), lambda _, task: user(task, messages))
+            if model.rsplit("/", 1)[-1] == "customer":  # playing the persona its prompt holds, if any
+                customer = customer_for(system)
+                return self._unique(self._user_candidates(system),
+                                    lambda _, task: customer_turn(task, messages, customer))
+            return self._unique(self._user_candidates(system), lambda _, task: scripted_provider.user_turn(task, messages))
 
         def agent(index: _DomainIndex, task: TaskInfo) -> dict:
             if not noisy_succeeds(model, seed, index.name, task.id):

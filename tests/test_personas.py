@@ -92,4 +92,4 @@ def test_a_sweep_file_lists_personas_and_a_file_is_relative_to_it(tmp_path):
     assert config.user_personas == {"impatient:2": parse("impatient:2").text,
                                     f"file:{tmp_path / 'team.txt'}": "You are terse."}
     assert set(config.persona_digests) == set(config.user_personas)
-    assert [u.user_persona for u in config.units()] == list(config.user_personas)
+    assert [u.user_persona for u in config.units()] == [None, *config.user_personas]

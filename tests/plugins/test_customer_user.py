@@ -34,3 +34,14 @@ async def test_an_agent_that_asks_gets_answers_from_the_customer(client, sqlite_
             # It gave the details asked for, and its yes, then ended the conversation.
             assert "patient id" in said[1] and said[2] == "Yes, please go ahead."
             assert trial.termination_reason == "user_stop"
+
+
+async def test_impatience_breaks_an_agent_that_asks_before_it_acts(client, sqlite_store):
+    """asking_agent asks two questions before it acts (details, then "Shall I go ahead?"):
+    the impatient customer (passhat.infra.scripted_personas) answers two at intensity 1,
+    and stops at the second at intensity 2, before the agent has acted."""
+    cfg = config(domains=["pharmacy"], plugins=["pharmacy", "asking_agent"], agent="asking_agent",
+                 user_model="scripted/customer", trials=1, user_personas=["impatient:1", "impatient:2"])
+    summary = await run_to_end(client, sqlite_store, cfg)
+    got = {r.user_persona: r.pass_hat_k["1"] for r in summary.results}
+    assert got == {None: 1.0, "impatient:1": 1.0, "impatient:2": 0.0}, got

@@ -27,6 +27,7 @@ async def _requests(client, store, **overrides) -> tuple[list[dict], list[dict]]
         http = json.dumps(http_args(srv.url))
         cfg = config(agent_models=["openai/oracle"], user_model="openai/customer", agent_args=http,
                      user_args=http, task_ids=["0"], trials=1, concurrency=1, **overrides)
+        # One conversation at a time: the default user's, then the persona's.
         summary = await run_to_end(client, store, cfg)
         bodies = srv.requests
     assert all(r.evaluable == r.trials for r in summary.results), summary
@@ -44,8 +45,12 @@ async def test_a_persona_adds_its_text_once_in_its_place_and_nothing_else(client
     assert plain_user and {b["messages"][0]["content"] for b in plain_user} == {base}
     assert not any(SECTION_OPEN in json.dumps(b) for b in plain_user + plain_agent)
 
-    assert len(user) == len(plain_user) and agent == plain_agent
-    for with_, without in zip(user, plain_user):
+    # The sweep runs tau2's own user too (the baseline), with the same requests as a run
+    # without personas; the agent's requests are the same under either user.
+    persona_user = [b for b in user if SECTION_OPEN in b["messages"][0]["content"]]
+    assert [b for b in user if b not in persona_user] == plain_user
+    assert len(persona_user) == len(plain_user) and agent == plain_agent + plain_agent
+    for with_, without in zip(persona_user, plain_user):
         system = with_["messages"][0]["content"]
         assert system == without["messages"][0]["content"] + section(TEXT)
         assert json.dumps(with_).count(TEXT) == 1 and json.dumps(with_).count(SECTION_CLOSE) == 1
@@ -59,10 +64,13 @@ async def test_each_persona_is_a_sweep_axis_with_ids_of_its_own(client, sqlite_s
     cfg = config(task_ids=["0", "1"], trials=2, user_model="scripted/customer",
                  user_personas=["impatient:2", "changes-mind"])
     assert list(cfg.user_personas) == ["impatient:2", "changes-mind:1"]
-    assert cfg.total_trials() == 2 * 2 * 2
+    # tau2's own user runs too: the baseline of each persona's drop.
+    assert cfg.total_trials() == 3 * 2 * 2
     summary = await run_to_end(client, sqlite_store, cfg)
-    assert sorted(r.user_persona for r in summary.results) == ["changes-mind:1", "impatient:2"]
+    assert sorted(r.user_persona or "" for r in summary.results) == ["", "changes-mind:1", "impatient:2"]
     trials = sqlite_store.trials(cfg.run_id)
-    assert len({t.trial_id for t in trials}) == 8
-    assert {t.user_persona for t in trials} == {"impatient:2", "changes-mind:1"}
-    assert all(t.trial_id.split("/trial-")[0].endswith("@" + t.user_persona) for t in trials)
+    assert len({t.trial_id for t in trials}) == 12
+    assert {t.user_persona for t in trials} == {None, "impatient:2", "changes-mind:1"}
+    for t in trials:
+        task = t.trial_id.split("/trial-")[0]
+        assert task.endswith(f"/{t.task_id}" if t.user_persona is None else f"/{t.task_id}@{t.user_persona}")
