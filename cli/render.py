@@ -37,8 +37,9 @@ def summary_table(summary: RunSummary) -> Table:
     for k in ks:
         table.add_column(f"pass^{k}", justify="right")
     for r in summary.results:
+        user = r.user_model if r.user_persona is None else f"{r.user_model} [{r.user_persona}]"
         table.add_row(
-            r.agent_model, r.user_model, r.domain, str(r.tasks), str(r.trials), str(r.evaluable),
+            r.agent_model, user, r.domain, str(r.tasks), str(r.trials), str(r.evaluable),
             "-" if r.avg_reward is None else f"{r.avg_reward:.3f}",
             *(f"{r.pass_hat_k[k]:.3f}" if k in r.pass_hat_k else "-" for k in ks),
         )

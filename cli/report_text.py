@@ -189,6 +189,8 @@ def report_table(report, by: str, console: Console) -> None:  # noqa: ANN001 - a
                 console.print(table)
                 if by == "task":  # a line of its own: a caption would wrap to the table's width
                     say("  trials: " + OUTCOME_LEGEND, "dim")
+            if by == "task" and broken_line(report, group):
+                say("  " + broken_line(report, group))
             if by == "task" and divergence_lines(group):
                 say("  why trials failed, per task:")
                 for line in divergence_lines(group):
@@ -209,6 +211,32 @@ def report_table(report, by: str, console: Console) -> None:  # noqa: ANN001 - a
             say(f"    {c.verdict()}")
             if cause_change_words(c):
                 say(f"    first step off the gold path, a -> b: {cause_change_words(c)}")
+    if report.robustness:
+        console.print()
+        say(robustness_heading(report), "bold")
+        for title, lines in robustness_lines(report):
+            say(f"  {title}")
+            for line in lines:
+                say(f"    {line}")
+
+
+def robustness_heading(report) -> str:  # noqa: ANN001 - a Report
+    return (f"robustness to user personas: pass^k under each persona vs tau2's own user, the drop paired "
+            f"by task (same tasks, same seeds; {report.confidence:.0%} CI); see docs/personas.md")
+
+
+def robustness_lines(report) -> list[tuple[str, list[str]]]:  # noqa: ANN001 - a Report
+    """Per persona finding: its title and its lines."""
+    return [(f"{report.label(r)} on {r.domain}", [r.line(), r.broken_words()]) for r in report.robustness]
+
+
+def broken_line(report, group) -> str | None:  # noqa: ANN001 - a Report, a GroupReport
+    """--by task, a persona's group: the tasks it breaks, against tau2's own user."""
+    for r in report.robustness:
+        if (r.run_id, r.agent_model, r.user_model, r.domain, r.user_persona) == (
+                group.run_id, group.agent_model, group.user_model, group.domain, group.user_persona):
+            return f"against tau2's own user (same seeds), this persona {r.broken_words()}"
+    return None
 
 
 def _md(cells) -> str:  # noqa: ANN001
@@ -235,6 +263,8 @@ def report_markdown(report, by: str) -> str:  # noqa: ANN001
             if by == "task":
                 out += [f"Trials: {OUTCOME_LEGEND}", ""]
                 out += _md_table(_task_columns(group), [(f"`{r[0]}`", f"`{r[1]}`", *r[2:]) for r in _task_rows(group)])
+                if broken_line(report, group):
+                    out += [broken_line(report, group).capitalize(), ""]
                 if divergence_lines(group):
                     out += ["Why trials failed, per task:", "", *(f"- {line}" for line in divergence_lines(group)), ""]
             elif group.pass_hat_k:
@@ -250,6 +280,11 @@ def report_markdown(report, by: str) -> str:  # noqa: ANN001
             if cause_change_words(c):
                 out.append(f"  - first step off the gold path, a -> b: {cause_change_words(c)}")
         out.append("")
+    if report.robustness:
+        out += ["## Robustness to user personas", "", robustness_heading(report)[0].upper() + robustness_heading(report)[1:] + ".", ""]
+        for title, lines in robustness_lines(report):
+            out += [f"- **{title}**", *(f"  - {line}" for line in lines)]
+        out.append("")
     return "\n".join(out)
 
 
@@ -262,14 +297,20 @@ def report_csv(report, by: str) -> str:  # noqa: ANN001
     groups = report.groups()
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    key = ["run_id", "agent_model", "user_model", "domain"]
+    # A persona column only where there are personas: a report without keeps its columns.
+    personas = any(g.user_persona for g in groups)
+    key = ["run_id", "agent_model", "user_model", *(["user_persona"] * personas), "domain"]
+
+    def key_of(g) -> list:  # noqa: ANN001 - a GroupReport
+        return [g.run_id, g.agent_model, g.user_model, *([g.user_persona or ""] * personas), g.domain]
+
     if by == "task":
         ks = sorted({k for g in groups for t in g.task_results for k in t.pass_hat_k}, key=int)
         writer.writerow(key + ["task_id", "trials", "evaluable", "successes", "outcomes"]
                         + [f"pass^{k}" for k in ks] + ["diagnosis"])
         for g in groups:
             for t in g.task_results:
-                writer.writerow([g.run_id, g.agent_model, g.user_model, g.domain, t.task_id, t.trials,
+                writer.writerow([*key_of(g), t.task_id, t.trials,
                                  t.evaluable, t.successes, " ".join(t.outcomes)]
                                 + [t.pass_hat_k.get(k, "") for k in ks]
                                 + [t.divergence.line if t.divergence else ""])
@@ -291,7 +332,7 @@ def report_csv(report, by: str) -> str:  # noqa: ANN001
             est = g.pass_hat_k.get(k)
             curve += [est.value, est.low, est.high] if est else ["", "", ""]
             curve.append(g.pass_at_k.get(k, ""))
-        writer.writerow([g.run_id, g.agent_model, g.user_model, g.domain, complete[g.run_id], g.tasks,
+        writer.writerow([*key_of(g), complete[g.run_id], g.tasks,
                          g.trials, g.evaluable, g.not_evaluable, g.unfinished,
                          "" if g.avg_reward is None else g.avg_reward, *curve, g.cost_usd,
                          *("" if v is None else v for v in (g.cost_per_trial, g.input_tokens_per_trial,

@@ -19,6 +19,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from passhat import metrics
+from passhat.results.estimate import Estimate
+from passhat.results.robustness import PersonaRobustness, persona_robustness
 from passhat.results.divergence import CauseChange, TaskDivergence, cause_changes, cause_of, run_divergences
 from passhat.results.records import ResultsError
 from passhat.run_identity import AgentIdentity, agent_identity
@@ -53,14 +55,6 @@ NOT_CHECKED = "none checked (conversation ended early)"
 
 
 # ---- the schema -------------------------------------------------------------------------
-
-
-class Estimate(BaseModel):
-    """A mean over tasks with its bootstrap confidence interval over tasks."""
-
-    value: float
-    low: float
-    high: float
 
 
 class Failures(BaseModel):
@@ -217,6 +211,9 @@ class Report(BaseModel):
     across_tau2_versions: bool = Field(default=False, description=(
         "the runs were made with different tau2 versions, compared because asked to "
         "(--across-tau2-versions): their conversations and grading differ"))
+    robustness: list[PersonaRobustness] = Field(default_factory=list, description=(
+        "per agent model, domain and user persona of a run with personas: pass^k under the "
+        "persona, under tau2's own user, and the drop paired by task (docs/personas.md)"))
 
     def groups(self) -> list[GroupReport]:
         return [g for r in self.runs for g in r.groups]
@@ -289,6 +286,7 @@ def build_report(store, run_ids: list[str], *, across_tau2_versions: bool = Fals
         across_tau2_versions=check_tau2_versions(runs, across_tau2_versions),
     )
     report.comparisons = _comparisons(report)
+    report.robustness = persona_robustness(report.groups())
     return report
 
 

@@ -1,0 +1,55 @@
+"""The robustness report (passhat.results.robustness): a sweep of two scripted agents and
+three personas, whose effects are known (passhat.infra.scripted_personas), reported per
+agent and persona with the drop from tau2's own user, in text, markdown, CSV and JSON."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+
+from passhat.cli import report_text
+from passhat.results.report import build_report
+from tests.runs import config, run_to_end
+
+PERSONAS = ["skeptical:2", "incoherent:1", "impatient:3"]
+TASKS = ["2", "7", "9"]  # airline tasks with writes, whose user ids the verifier asks for
+
+
+async def test_a_persona_sweep_reports_pass_hat_k_and_the_paired_drop_per_agent_and_persona(client, sqlite_store):
+    cfg = config(agent_models=["scripted/oracle", "scripted/verifier"], user_model="scripted/customer",
+                 task_ids=TASKS, trials=2, user_personas=PERSONAS)
+    await run_to_end(client, sqlite_store, cfg)
+    report = build_report(sqlite_store, [cfg.run_id])
+    found = {(r.agent_model, r.user_persona): r for r in report.robustness}
+    assert set(found) == {(a, p) for a in cfg.agent_models for p in PERSONAS}
+    for persona in PERSONAS:  # the oracle acts whatever the user says
+        oracle = found[("scripted/oracle", persona)]
+        assert oracle.drop["2"].value == 0.0 and oracle.broken_tasks == [] and oracle.shared_tasks == 3
+    # The verifier asks twice for the user id: withheld until a third ask, it never acts;
+    # in fragments of three words it has it by the second; asked once, the impatient
+    # customer (intensity 3) leaves.
+    skeptical = found[("scripted/verifier", "skeptical:2")]
+    assert skeptical.pass_hat_k["2"].value == 0.0 and skeptical.baseline_pass_hat_k["2"].value == 1.0
+    assert skeptical.drop["2"].model_dump() == {"value": 1.0, "low": 1.0, "high": 1.0}
+    assert skeptical.broken_tasks == TASKS
+    assert found[("scripted/verifier", "incoherent:1")].broken_tasks == []
+    assert found[("scripted/verifier", "impatient:3")].broken_tasks == TASKS
+
+    console = Console(record=True, width=80)
+    report_text.report_table(report, "model", console)
+    table = console.export_text()
+    assert "robustness to user personas" in table
+    assert ("pass^2 0.000 [0.000, 0.000] vs 1.000 [1.000, 1.000] with tau2's user: "
+            "drop +1.000 [+1.000, +1.000] over 3 tasks") in " ".join(table.split())
+    console = Console(record=True, width=80)
+    report_text.report_table(report, "task", console)
+    by_task = " ".join(console.export_text().split())
+    assert "this persona breaks 3 task(s): 2, 7, 9" in by_task and "this persona breaks no task" in by_task
+    markdown = report_text.report_markdown(report, "model")
+    assert "## Robustness to user personas" in markdown and "- **scripted/verifier [skeptical:2] on airline**" in markdown
+    csv_lines = report_text.report_csv(report, "model").splitlines()
+    assert csv_lines[0].startswith("run_id,agent_model,user_model,user_persona,domain,")
+    assert len(csv_lines) == 1 + 2 * 4
+    as_json = json.loads(report.model_dump_json())
+    assert len(as_json["robustness"]) == 6 and as_json["runs"][0]["groups"][1]["user_persona"] == "skeptical:2"
