@@ -37,7 +37,8 @@ def summary_table(summary: RunSummary) -> Table:
     for k in ks:
         table.add_column(f"pass^{k}", justify="right")
     for r in summary.results:
-        user = r.user_model if r.user_persona is None else f"{r.user_model} [{r.user_persona}]"
+        # Escaped: rich would read "[impatient:2]" as markup and drop it.
+        user = r.user_model if r.user_persona is None else escape(f"{r.user_model} [{r.user_persona}]")
         table.add_row(
             r.agent_model, user, r.domain, str(r.tasks), str(r.trials), str(r.evaluable),
             "-" if r.avg_reward is None else f"{r.avg_reward:.3f}",

@@ -227,7 +227,7 @@ def robustness_heading(report) -> str:  # noqa: ANN001 - a Report
 
 def robustness_lines(report) -> list[tuple[str, list[str]]]:  # noqa: ANN001 - a Report
     """Per persona finding: its title and its lines."""
-    return [(f"{report.label(r)} on {r.domain}", [r.line(), r.broken_words()]) for r in report.robustness]
+    return [(f"{report.label(r)} on {r.domain}", [*r.lines(), r.broken_words()]) for r in report.robustness]
 
 
 def broken_line(report, group) -> str | None:  # noqa: ANN001 - a Report, a GroupReport

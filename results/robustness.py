@@ -45,17 +45,18 @@ class PersonaRobustness(BaseModel):
     def k(self) -> str | None:
         return max(self.drop, key=int) if self.drop else None
 
-    def line(self) -> str:
-        """The finding in words: "pass^4 0.250 [0.000, 0.500] vs 1.000 [...] with tau2's
-        user: drop 0.750 [0.500, 1.000] over 4 tasks; breaks 3: 2, 7, 9"."""
+    def lines(self) -> list[str]:
+        """The finding in words, lines that fit a terminal: "pass^4 0.250 [0.000, 0.500]
+        vs 1.000 [1.000, 1.000] under tau2's user" and "drop +0.750 [+0.500, +1.000]
+        over 4 tasks"."""
         k = self.k()
         if k is None:
-            return "no task evaluated under both users: no drop to measure"
-        line = (f"pass^{k} {_ci(self.pass_hat_k.get(k))} vs {_ci(self.baseline_pass_hat_k.get(k))} with "
-                f"tau2's user: drop {_ci(self.drop[k], signed=True)} over {self.shared_tasks} tasks")
+            return ["no task evaluated under both users: no drop to measure"]
+        out = [f"pass^{k} {_ci(self.pass_hat_k.get(k))} vs {_ci(self.baseline_pass_hat_k.get(k))} under tau2's user",
+               f"drop {_ci(self.drop[k], signed=True)} over {self.shared_tasks} tasks"]
         if "1" in self.drop and k != "1":
-            line += f" (pass^1 drop {_ci(self.drop['1'], signed=True)})"
-        return line
+            out.append(f"pass^1 drop {_ci(self.drop['1'], signed=True)}")
+        return out
 
     def broken_words(self) -> str:
         if not self.broken_tasks:

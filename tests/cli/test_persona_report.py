@@ -8,7 +8,7 @@ import json
 
 from rich.console import Console
 
-from passhat.cli import report_text
+from passhat.cli import render, report_text
 from passhat.results.report import build_report
 from tests.runs import config, run_to_end
 
@@ -19,7 +19,10 @@ TASKS = ["2", "7", "9"]  # airline tasks with writes, whose user ids the verifie
 async def test_a_persona_sweep_reports_pass_hat_k_and_the_paired_drop_per_agent_and_persona(client, sqlite_store):
     cfg = config(agent_models=["scripted/oracle", "scripted/verifier"], user_model="scripted/customer",
                  task_ids=TASKS, trials=2, user_personas=PERSONAS)
-    await run_to_end(client, sqlite_store, cfg)
+    summary = await run_to_end(client, sqlite_store, cfg)
+    console = Console(record=True, width=160)
+    console.print(render.summary_table(summary))  # the table `passhat run` ends with
+    assert "scripted/customer [skeptical:2]" in console.export_text()
     report = build_report(sqlite_store, [cfg.run_id])
     found = {(r.agent_model, r.user_persona): r for r in report.robustness}
     assert set(found) == {(a, p) for a in cfg.agent_models for p in PERSONAS}
@@ -40,8 +43,11 @@ async def test_a_persona_sweep_reports_pass_hat_k_and_the_paired_drop_per_agent_
     report_text.report_table(report, "model", console)
     table = console.export_text()
     assert "robustness to user personas" in table
-    assert ("pass^2 0.000 [0.000, 0.000] vs 1.000 [1.000, 1.000] with tau2's user: "
-            "drop +1.000 [+1.000, +1.000] over 3 tasks") in " ".join(table.split())
+    assert max(map(len, table.splitlines())) <= 80
+    assert ("scripted/verifier [skeptical:2] on airline "
+            "pass^2 0.000 [0.000, 0.000] vs 1.000 [1.000, 1.000] under tau2's user "
+            "drop +1.000 [+1.000, +1.000] over 3 tasks pass^1 drop +1.000 [+1.000, +1.000] "
+            "breaks 3 task(s): 2, 7, 9") in " ".join(table.split())
     console = Console(record=True, width=80)
     report_text.report_table(report, "task", console)
     by_task = " ".join(console.export_text().split())
