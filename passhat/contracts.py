@@ -13,7 +13,7 @@ import json
 import random
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_serializer
 
 TASK_QUEUE = "passhat"
 
@@ -381,6 +381,16 @@ class _TaskKey(TrialSettings):
     # (passhat.personas.with_persona); None: tau2's user as it is.
     user_persona: str | None = None
     user_persona_text: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _persona_only_when_set(self, handler: Any) -> dict[str, Any]:
+        """Without a persona, the two fields are left out: every activity's input (and so
+        each trial's history) stays as it was before personas, byte for byte."""
+        data = handler(self)
+        if self.user_persona is None and isinstance(data, dict):
+            data.pop("user_persona", None)
+            data.pop("user_persona_text", None)
+        return data
 
     @property
     def task_workflow_id(self) -> str:

@@ -93,3 +93,14 @@ def test_a_sweep_file_lists_personas_and_a_file_is_relative_to_it(tmp_path):
                                     f"file:{tmp_path / 'team.txt'}": "You are terse."}
     assert set(config.persona_digests) == set(config.user_personas)
     assert [u.user_persona for u in config.units()] == [None, *config.user_personas]
+
+
+def test_a_trial_without_a_persona_carries_no_persona_fields():
+    """Each activity's input is the trial's spec: without a persona it is as it was
+    before personas, so histories are too; with one, the text travels with it."""
+    plain = make_config("r1", task_ids={"mock": ["t"]})
+    assert "user_persona" not in plain.units()[0].trial(0).model_dump_json()
+    text = parse("confused:2").text
+    with_one = make_config("r1", task_ids={"mock": ["t"]}, user_personas={"confused:2": text})
+    trial = with_one.units()[1].trial(0)
+    assert type(trial).model_validate_json(trial.model_dump_json()).user_persona_text == text
