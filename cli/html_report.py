@@ -122,7 +122,7 @@ def render(report: Report, trials: dict[str, list[TrialView]], reviews: list[lis
     `reviews`, each run's LLM review summed up (passhat.results.review_report.lines)."""
     title = "passhat report " + ", ".join(r.run_id for r in report.runs)
     body = [f"<h1>{_e(title)}</h1>", _status(report), _summary(report), _charts(report),
-            _comparisons(report), _taxonomy(report), _causes(report), _partings(report, trials),
+            _comparisons(report), _robustness(report), _taxonomy(report), _causes(report), _partings(report, trials),
             _review_section(reviews or []), _grids(report),
             _drilldown(report, trials)]
     return (
@@ -219,6 +219,34 @@ def _comparisons(report: Report) -> str:
         '<table><tr><th class="l">domain</th><th class="l">a</th><th class="l">b</th><th>shared tasks</th>'
         f'<th>a − b</th><th>interval</th><th class="l">verdict</th>'
         f'<th class="l">first step off the gold path, a → b</th></tr>{rows}</table></section>'
+    )
+
+
+def _robustness(report: Report) -> str:
+    """Per agent model and persona: pass^k under it and under tau2's user, and the drop
+    paired by task (docs/personas.md); the pass^k chart above draws each persona's curve."""
+    if not report.robustness:
+        return ""
+
+    def cell(e) -> str:  # noqa: ANN001 - an Estimate or None
+        return "<td>-</td>" if e is None else f"<td>{e.value:.3f}<br><small>{e.low:.3f}–{e.high:.3f}</small></td>"
+
+    rows = "".join(
+        f'<tr><td class="l">{_e(r.agent_model)}</td><td class="l">{_e(r.user_persona)}</td>'
+        f'<td class="l">{_e(r.domain)}</td><td>{_e(r.k() or "-")}</td>{cell(r.pass_hat_k.get(r.k() or ""))}'
+        f'{cell(r.baseline_pass_hat_k.get(r.k() or ""))}'
+        + (f"<td>{r.drop[r.k()].value:+.3f}<br><small>{r.drop[r.k()].low:+.3f} – {r.drop[r.k()].high:+.3f}</small></td>"
+           if r.k() else "<td>-</td>")
+        + f'<td>{r.shared_tasks}</td><td class="l">{_e(", ".join(r.broken_tasks) or "none")}</td></tr>'
+        for r in report.robustness)
+    return (
+        '<section id="personas"><h2>Robustness to user personas</h2>'
+        "<p>pass^k under each user persona and under tau2's own user, and the drop between them, "
+        "paired by task: the same tasks with the same seeds under every user (docs/personas.md). "
+        f"Intervals: {report.confidence:.0%} bootstrap over tasks.</p>"
+        '<table><tr><th class="l">agent model</th><th class="l">persona</th><th class="l">domain</th>'
+        "<th>k</th><th>pass^k, persona</th><th>pass^k, tau2's user</th><th>drop</th><th>tasks</th>"
+        f'<th class="l">tasks it breaks</th></tr>{rows}</table></section>'
     )
 
 
@@ -343,7 +371,8 @@ def _grid(report: Report, group: GroupReport) -> str:
         cells = []
         for index, outcome in enumerate(task.outcomes):
             mark = _MARKS.get(outcome, "?")
-            trial_id = trial_workflow_id(group.run_id, group.agent_model, group.domain, task.task_id, index)
+            trial_id = trial_workflow_id(group.run_id, group.agent_model, group.domain, task.task_id, index,
+                                         group.user_persona)
             inner = (mark if outcome == MISSING else
                      f'<a href="#{anchor(trial_id)}" title="{_e(trial_id)}: {_e(outcome)}">{mark}</a>')
             cells.append(f'<td class="o-{_e(outcome)}">{inner}</td>')

@@ -5,10 +5,11 @@ agent and persona with the drop from tau2's own user, in text, markdown, CSV and
 from __future__ import annotations
 
 import json
+import re
 
 from rich.console import Console
 
-from passhat.cli import render, report_text
+from passhat.cli import html_report, render, report_text
 from passhat.results.report import build_report
 from tests.runs import config, run_to_end
 
@@ -57,5 +58,13 @@ async def test_a_persona_sweep_reports_pass_hat_k_and_the_paired_drop_per_agent_
     csv_lines = report_text.report_csv(report, "model").splitlines()
     assert csv_lines[0].startswith("run_id,agent_model,user_model,user_persona,domain,")
     assert len(csv_lines) == 1 + 2 * 4
+    page = html_report.render(report, {r.run_id: html_report.trial_views(sqlite_store, r, None, "default", "")
+                                       for r in report.runs})
+    assert '<section id="personas"><h2>Robustness to user personas</h2>' in page
+    assert "<td>+1.000<br><small>+1.000 – +1.000</small></td><td>3</td><td class=\"l\">2, 7, 9</td>" in page
+    # Every cell of the task x trial grids opens its trial, a persona's too.
+    grid = page[page.index('<section id="grid">'):]
+    links = set(re.findall(r'href="#([^"]+)"', grid[:grid.index("</section>")]))
+    assert len(links) == 2 * 4 * 3 * 2 and all(f'id="{a}"' in page for a in links)
     as_json = json.loads(report.model_dump_json())
     assert len(as_json["robustness"]) == 6 and as_json["runs"][0]["groups"][1]["user_persona"] == "skeptical:2"
