@@ -21,6 +21,9 @@ def check(config, metric: str | None, precision: float, confidence: float):  # n
 
     if len(config.agent_models) != 1:
         raise UserInputError("passhat run --adaptive measures one --agent-model at a time")
+    if config.user_personas:  # its precision would pool every user's trials of a task
+        raise UserInputError("passhat run --adaptive does not take --user-persona yet: leave out one "
+                             "or the other (docs/personas.md)")
     try:
         want = measure.target(gate.parse_metric(metric or "pass^1"), precision, confidence)
     except gate.GateError as err:

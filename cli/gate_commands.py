@@ -78,6 +78,9 @@ def gate(
                              "bound them with --max-trials N")
     if len(options.agent_models) != 1:
         raise UserInputError("passhat gate decides for one --agent-model at a time")
+    if options.user_personas:  # its rounds would pool every user's trials of a task
+        raise UserInputError("passhat gate does not take --user-persona yet: gate tau2's own user, and "
+                             "measure the personas with `passhat run --user-persona` (docs/personas.md)")
     base = build_config(options)
     store = open_store()
     request = _request(store, base, criteria, settings["baseline"], cap, bool(settings["whole_blocks"]))

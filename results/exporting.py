@@ -81,39 +81,42 @@ def _tau2_files(config: RunConfig, rows, steps, partial: bool,  # noqa: ANN001
             )
     files: dict[str, str] = {}
     written = 0
-    for model in config.agent_models:
-        for domain in config.domains:
-            records = [
-                trial_record(r, steps.get(r.trial_id, []))
-                for r in rows
-                if r.agent_model == model and r.domain == domain
-                and written_to_tau2(r.status, r.termination_reason)
-            ]
-            try:
-                text = to_tau2_results(
-                    domain=domain,
-                    agent_model=model,
-                    user_model=config.user_model,
-                    agent_args=config.agent_args_for(model),
-                    user_args=config.user_args,
-                    task_ids=config.task_ids.get(domain, []),
-                    trials=config.trials,
-                    seed=config.seed,
-                    max_steps=config.max_steps,
-                    max_errors=config.max_errors,
-                    records=records,
-                    # tau2's Info has no field for them: its free-text version field
-                    # carries the tau2 and data a run was made with.
-                    git_commit=f"{_passhat_version()}; "
-                               + tau2_words(config.tau2_version, config.tau2_data, imported),
-                    kept_tasks=kept.get(domain),
-                    reviews=reviews,
-                    agent=agent_identity(config, model),
-                )
-            except ResultsFileError as err:
-                raise ResultsError(f"cannot export run {config.run_id}: {err}") from None
-            files[_file_name(files, config.run_id, model, domain, partial, ".json")] = text
-            written += len(records)
+    # A file per agent model, domain and user: tau2's file holds one user's trials (a
+    # persona's go to a file of their own, named with it: docs/personas.md).
+    for model, persona, domain in ((m, p, d) for m in config.agent_models for p in config.personas()
+                                   for d in config.domains):
+        records = [
+            trial_record(r, steps.get(r.trial_id, []))
+            for r in rows
+            if r.agent_model == model and r.domain == domain and r.user_persona == persona
+            and written_to_tau2(r.status, r.termination_reason)
+        ]
+        try:
+            text = to_tau2_results(
+                domain=domain,
+                agent_model=model,
+                user_model=config.user_model,
+                agent_args=config.agent_args_for(model),
+                user_args=config.user_args,
+                task_ids=config.task_ids.get(domain, []),
+                trials=config.trials,
+                seed=config.seed,
+                max_steps=config.max_steps,
+                max_errors=config.max_errors,
+                records=records,
+                # tau2's Info has no field for them: its free-text version field
+                # carries the tau2 and data a run was made with.
+                git_commit=f"{_passhat_version()}; "
+                           + tau2_words(config.tau2_version, config.tau2_data, imported),
+                kept_tasks=kept.get(domain),
+                reviews=reviews,
+                agent=agent_identity(config, model),
+            )
+        except ResultsFileError as err:
+            raise ResultsError(f"cannot export run {config.run_id}: {err}") from None
+        label = model if persona is None else f"{model}__{persona}"
+        files[_file_name(files, config.run_id, label, domain, partial, ".json")] = text
+        written += len(records)
     return files, written
 
 

@@ -22,6 +22,8 @@ def jsonl_line(run_id: str, row, steps, domain_digest: dict[str, str] | None = N
         "agent": None if agent is None else agent.model_dump(),
         "agent_model": row.agent_model,
         "user_model": row.user_model,
+        # The user persona the trial ran under (docs/personas.md), only where there is one.
+        **({"user_persona": row.user_persona} if getattr(row, "user_persona", None) else {}),
         "domain": row.domain,
         "domain_digest": domain_digest,
         "task_id": row.task_id,

@@ -68,3 +68,19 @@ async def test_a_persona_sweep_reports_pass_hat_k_and_the_paired_drop_per_agent_
     assert len(links) == 2 * 4 * 3 * 2 and all(f'id="{a}"' in page for a in links)
     as_json = json.loads(report.model_dump_json())
     assert len(as_json["robustness"]) == 6 and as_json["runs"][0]["groups"][1]["user_persona"] == "skeptical:2"
+
+
+async def test_a_persona_sweep_exports_a_tau2_file_per_user_and_names_the_persona_per_line(client, sqlite_store, tmp_path):
+    from passhat.results.exporting import export_run
+
+    cfg = config(task_ids=["2"], trials=1, user_model="scripted/customer", user_personas=["impatient:3"])
+    await run_to_end(client, sqlite_store, cfg)
+    export_run(sqlite_store, cfg.run_id, "tau2", str(tmp_path / "tau2"))
+    files = sorted(p.name for p in (tmp_path / "tau2").iterdir())
+    assert files == [f"{cfg.run_id}__scripted_oracle__airline.json",
+                     f"{cfg.run_id}__scripted_oracle__impatient_3__airline.json"]
+    for name in files:
+        assert len(json.loads((tmp_path / "tau2" / name).read_text())["simulations"]) == 1
+    export_run(sqlite_store, cfg.run_id, "jsonl", str(tmp_path / "jsonl"))
+    [lines] = [p.read_text().splitlines() for p in (tmp_path / "jsonl").iterdir()]
+    assert sorted(json.loads(line).get("user_persona", "-") for line in lines) == ["-", "impatient:3"]
