@@ -281,7 +281,9 @@ def transcript(trial, steps, console: Console, judge=None, agent=None) -> None: 
     played (run_identity.AgentIdentity), named with its digest."""
     console.print(
         f"[bold]{trial.trial_id}[/]\n"
-        f"agent {trial.agent_model}, user {trial.user_model}, domain {trial.domain}, "
+        f"agent {trial.agent_model}, user {trial.user_model}"
+        + (f", persona {escape(trial.user_persona)}" if getattr(trial, "user_persona", None) else "")
+        + f", domain {trial.domain}, "
         f"task {trial.task_id}, trial {trial.trial_index}, seed {trial.seed}\n"
         f"{_outcome_words(trial)}, "
         + (f"termination {trial.termination_reason}, " if trial.termination_reason else "")

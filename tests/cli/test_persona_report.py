@@ -75,6 +75,10 @@ async def test_a_persona_sweep_exports_a_tau2_file_per_user_and_names_the_person
 
     cfg = config(task_ids=["2"], trials=1, user_model="scripted/customer", user_personas=["impatient:3"])
     await run_to_end(client, sqlite_store, cfg)
+    [trial] = [t for t in sqlite_store.trials(cfg.run_id) if t.user_persona]
+    console = Console(record=True, width=200)
+    render.transcript(trial, sqlite_store.steps(trial.trial_id), console)  # `passhat show`
+    assert "user scripted/customer, persona impatient:3, domain airline" in console.export_text()
     export_run(sqlite_store, cfg.run_id, "tau2", str(tmp_path / "tau2"))
     files = sorted(p.name for p in (tmp_path / "tau2").iterdir())
     assert files == [f"{cfg.run_id}__scripted_oracle__airline.json",
