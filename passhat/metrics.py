@@ -68,7 +68,7 @@ def task_outcome(task, rewards: list[float], trials: int) -> TaskOutcome:  # noq
         run_id=task.run_id,
         agent_model=task.agent_model,
         user_model=task.user_model,
-        user_persona=task.user_persona,
+        user_persona=getattr(task, "user_persona", None),  # an imported task has none
         domain=task.domain,
         task_id=task.task_id,
         trials=trials,
