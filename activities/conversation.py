@@ -32,6 +32,7 @@ from passhat.contracts import (
     provider_of,
     render_agent_prompt,
 )
+from passhat.domains.a2a_protocol import A2A_PREFIX
 from passhat.domains.registry import get_domain
 from passhat.domains.nl_judge import JUDGE_ERROR, judge_key, parse_verdicts
 from passhat.domains.tau2_version import rules_for
@@ -166,7 +167,11 @@ class ConversationActivities:
 
     @activity.defn
     async def agent_turn(self, ref: StepRef) -> StepResult:
-        if ref.trial.agent is not None:  # an agent of tau2's registry plays this turn
+        if ref.trial.agent is not None:  # an agent of tau2's registry, or behind A2A
+            if ref.trial.agent.startswith(A2A_PREFIX):
+                from passhat.activities.a2a_turn import a2a_turn
+
+                return await a2a_turn(self, ref)
             from passhat.activities.agent_turn import agent_turn
 
             return await agent_turn(self, ref)
