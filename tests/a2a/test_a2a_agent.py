@@ -35,16 +35,22 @@ def a2a_config(agent: A2AAgentServer, **overrides):
                      "task_ids": TASKS, "trials": 1, **overrides})
 
 
-@pytest.mark.parametrize("a2a_version, reply_as", [("1.0", "message"), ("0.3", "task")])
+@pytest.mark.parametrize("a2a_version, reply_as, description, protocol", [
+    ("1.0", "message", "", "agentify"),
+    # as an AgentBeats purple agent: a 0.3 server, Task replies, the AgentBeats prompt
+    ("0.3", "task", "A tau2 purple agent for AgentBeats.", "agentbeats"),
+])
 async def test_the_reference_agent_scores_as_the_oracle_does(client, sqlite_store, oracle_model, a2a_version,
-                                                             reply_as):
+                                                             reply_as, description, protocol):
     agent_side = chat_agent("openai/oracle", http_args(oracle_model.url), reply_as)
-    with A2AAgentServer(agent_side, a2a_version=a2a_version) as agent:
+    with A2AAgentServer(agent_side, a2a_version=a2a_version, description=description) as agent:
         cfg = a2a_config(agent, trials=2)
-        assert cfg.agent_models == [A2A_AGENT_MODEL] and cfg.agent_protocol == "agentify"
+        assert cfg.agent_models == [A2A_AGENT_MODEL] and cfg.agent_protocol == protocol
         assert cfg.agent_digests[cfg.agent]["card name"] == "passhat example agent"
         await run_to_end(client, sqlite_store, cfg)
         received = agent.received
+    marker = {"agentify": "Please response in the JSON format.", "agentbeats": "Please respond in JSON format."}
+    assert all(marker[protocol] in chat[0]["content"] for chat in agent_side.histories.values())
     trials = sqlite_store.trials(cfg.run_id)
     assert len(trials) == len(TASKS) * 2
     assert {(t.status, t.reward, t.termination_reason) for t in trials} == {("scored", 1.0, "user_stop")}
