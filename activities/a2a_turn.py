@@ -10,7 +10,9 @@ step), or `respond`, whose text goes to the simulated user.
 The step records, with the agent's message, the A2A context and task ids and the task's
 state (agent_state_json, {"a2a": {...}}), the turn's latency, and the task state as its
 finish_reason ("message" for a plain Message reply). A step once recorded is never sent
-again. The agent's own failures (a reply with no action in it, a task that ends failed,
+again; nor is one in flight when its worker died, when the agent answered with a task:
+its id is noted in the activity's heartbeat before the wait, and the retry follows the
+task (tasks/get) instead of sending the message again. The agent's own failures (a reply with no action in it, a task that ends failed,
 an A2A error, no answer in --model-timeout) end the conversation as tau2 ends an agent's
 error: agent_error, reward 0, the reply shown with the failure. A server that cannot be
 reached or answers 5xx is not the agent's answer: the activity fails and Temporal
@@ -24,14 +26,18 @@ import json
 import uuid
 from typing import Any
 
-from temporalio import activity
-from temporalio.exceptions import ApplicationError
-
-from passhat.activities.conversation import Heartbeat, heartbeat_every_s, recorded_result
-from passhat.contracts import Message, StepRef, StepResult, TrialSpec
+from passhat.activities.conversation import (
+    Heartbeat,
+    heartbeat_every_s,
+    recorded_result,
+)
 from passhat.domains import a2a_protocol as protocol
 from passhat.domains.registry import get_domain
 from passhat.infra import a2a_client, secrets
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from passhat.contracts import Message, StepRef, StepResult, TrialSpec
 
 
 def _outgoing(spec: TrialSpec, rows: list[Any]) -> tuple[str, dict[str, Any]]:
@@ -67,10 +73,19 @@ async def a2a_turn(activities: Any, ref: StepRef) -> StepResult:
     # A task the agent left waiting for input is continued; a finished one is not.
     task_id = state.get("task_id") if state.get("state") == "input-required" else None
     details: dict[str, Any] = {"model": spec.agent_model}
+    # The task an earlier attempt of this turn sent, noted before it waited (it died
+    # waiting): follow that task rather than send the message again.
+    sent = next((d for d in activity.info().heartbeat_details if isinstance(d, dict) and "a2a_task" in d), None)
     try:
-        reply = await heartbeat.around(a2a_client.send(
-            url, text, message_id=message_id(spec, ref.step), context_id=context_id, task_id=task_id,
-            timeout_s=spec.retry.model_call_timeout_s))
+        if sent is not None:
+            heartbeat.note(sent)
+            reply = await heartbeat.around(a2a_client.follow(
+                url, sent["a2a_task"], timeout_s=spec.retry.model_call_timeout_s))
+        else:
+            reply = await heartbeat.around(a2a_client.send(
+                url, text, message_id=message_id(spec, ref.step), context_id=context_id, task_id=task_id,
+                timeout_s=spec.retry.model_call_timeout_s,
+                on_task=lambda task, context: heartbeat.note({"a2a_task": task, "context_id": context})))
     except a2a_client.A2AAgentFailure as err:
         return await _failed(activities, ref, heartbeat, err.error_class, str(err), err.reply, details)
     except a2a_client.A2AUnavailable as err:

@@ -131,6 +131,14 @@ class Heartbeat:
     def __init__(self, every_s: float):
         self.every_s = every_s
         self._last = time.monotonic()
+        self.details: tuple = ()  # carried by every heartbeat once note()d
+
+    def note(self, *details: object) -> None:
+        """Heartbeat now with `details`, and with them from now on: what a retry of this
+        activity reads back (activity.info().heartbeat_details) if this attempt dies."""
+        self.details = details
+        activity.heartbeat(*details)
+        self._last = time.monotonic()
 
     async def around(self, awaitable: Awaitable[T]) -> T:
         """Await slow work (preparing a prompt, a model call) while telling Temporal the
@@ -142,7 +150,7 @@ class Heartbeat:
             while True:
                 due_in = self._last + self.every_s - time.monotonic()
                 if due_in <= 0:
-                    activity.heartbeat()
+                    activity.heartbeat(*self.details)
                     self._last = time.monotonic()
                     continue
                 done, _ = await asyncio.wait({task}, timeout=due_in)

@@ -73,8 +73,8 @@ def first_message(protocol: str, policy: str, tools: list[dict[str, Any]], obser
         _FORMAT[protocol],
         "The JSON should contain:",
         f'- "name": the tool call function name, or "{RESPOND}" if you want to respond directly.',
-        '- "arguments": the arguments for the tool call, or {"content": "your message here"} '
-        "if you want to respond directly.",
+        ('- "arguments": the arguments for the tool call, or {"content": "your message here"} '
+         "if you want to respond directly."),
         "You should only use one tool at a time!!",
         "You cannot respond to user and use a tool at the same time!!",
         "",

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -108,39 +110,81 @@ async def read_card(url: str, timeout_s: float = 10.0) -> Card:
     return _describe(card)
 
 
-def _describe(card) -> Card:  # noqa: ANN001
+def _describe(card) -> Card:
     interface = card.supported_interfaces[0]
     return Card(name=card.name, version=card.version, url=interface.url,
                 protocol_version=interface.protocol_version or "", binding=interface.protocol_binding,
                 description=card.description)
 
 
-async def send(url: str, text: str, *, message_id: str, context_id: str | None,
-               task_id: str | None, timeout_s: float) -> Reply:
-    """Send one text message and wait up to `timeout_s` for the agent's answer."""
-    from a2a.client import A2AClientError, A2AClientTimeoutError, ClientConfig, ClientFactory
-    from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, StreamResponse, TaskState
-    from a2a.utils.errors import A2AError
+async def send(url: str, text: str, *, message_id: str, context_id: str | None, task_id: str | None,
+               timeout_s: float, on_task: Callable[[str, str], None] | None = None) -> Reply:
+    """Send one text message and wait up to `timeout_s` for the agent's answer. The
+    message asks the agent to return at once (A2A's non-blocking send): an agent that
+    answers with a task says its id first, which `on_task(task_id, context_id)` is told
+    before the wait, and the task is followed (`tasks/get`) until it has the answer."""
+    from a2a.types import (
+        Message,
+        Part,
+        Role,
+        SendMessageConfiguration,
+        SendMessageRequest,
+    )
 
     await read_card(url)
-    card = _cards[url]
     message = Message(message_id=message_id, role=Role.ROLE_USER, parts=[Part(text=text)])
     if context_id:
         message.context_id = context_id
     if task_id:
         message.task_id = task_id
+    request = SendMessageRequest(message=message, configuration=SendMessageConfiguration(return_immediately=True))
+
+    async def exchange(client) -> object:
+        response = None
+        async for response in client.send_message(request):
+            pass
+        if response is not None and response.HasField("task") and on_task is not None:
+            on_task(response.task.id, response.task.context_id)
+        return response
+
+    return await _talk(url, timeout_s, exchange)
+
+
+async def follow(url: str, task_id: str, *, timeout_s: float) -> Reply:
+    """The answer of a task sent earlier (by an attempt that died while it waited):
+    the task is followed, nothing is sent again."""
+    from a2a.types import GetTaskRequest, StreamResponse
+
+    async def exchange(client) -> object:
+        return StreamResponse(task=await client.get_task(GetTaskRequest(id=task_id)))
+
+    return await _talk(url, timeout_s, exchange)
+
+
+async def _talk(url: str, timeout_s: float, exchange: Callable[[Any], Awaitable[Any]]) -> Reply:
+    """One exchange with the agent, then its task followed until it is no longer at
+    work, within `timeout_s`; failures sorted by whose they are."""
+    from a2a.client import (
+        A2AClientError,
+        A2AClientTimeoutError,
+        ClientConfig,
+        ClientFactory,
+    )
+    from a2a.types import GetTaskRequest, StreamResponse, TaskState
+    from a2a.utils.errors import A2AError
+
+    await read_card(url)
     started = time.monotonic()
+    at_work = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))) as http:
-        client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
+        client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(_cards[url])
         try:
-            response = None
             async with asyncio.timeout(timeout_s):
-                async for response in client.send_message(SendMessageRequest(message=message)):
-                    pass
-                # An agent that answers at once with a task still at work: follow the task.
-                while response is not None and response.HasField("task") and \
-                        response.task.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING):
-                    await asyncio.sleep(0.2)
+                response = await exchange(client)
+                pause = 0.02
+                while response is not None and response.HasField("task") and response.task.status.state in at_work:
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, 0.5)
                     response = StreamResponse(task=await client.get_task(GetTaskRequest(id=response.task.id)))
         except (A2AClientTimeoutError, TimeoutError):
             raise A2AAgentFailure(f"the agent did not answer within {timeout_s:g}s", "A2ATimeout") from None
@@ -155,7 +199,7 @@ async def send(url: str, text: str, *, message_id: str, context_id: str | None,
     return _reply(response, latency)
 
 
-def _reply(response, latency: float) -> Reply:  # noqa: ANN001
+def _reply(response, latency: float) -> Reply:
     if response.HasField("message"):
         m = response.message
         return Reply(_text(m.parts), m.context_id or None, m.task_id or None, "message", latency)
@@ -174,7 +218,7 @@ def _reply(response, latency: float) -> Reply:  # noqa: ANN001
     return Reply(text, task.context_id or None, task.id or None, state, latency)
 
 
-def _text(parts) -> str:  # noqa: ANN001
+def _text(parts) -> str:
     """The text of a message's or artifact's parts (structured data parts as JSON)."""
     from google.protobuf.json_format import MessageToJson
 

@@ -104,7 +104,7 @@ class A2AAgentServer:
     def received(self) -> list[str]:
         return list(self.counting.received)
 
-    def __enter__(self) -> "A2AAgentServer":
+    def __enter__(self) -> A2AAgentServer:
         self._thread.start()
         deadline = time.monotonic() + 30
         while not self._server.started:
@@ -113,6 +113,6 @@ class A2AAgentServer:
             time.sleep(0.02)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=10)

@@ -28,7 +28,13 @@ from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, TaskState
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    TaskState,
+)
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -57,16 +63,18 @@ class ChatAgent(AgentExecutor):
         return reply
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        if self.reply_as != "task":
+            reply = await self.answer(context.context_id, context.get_user_input())
+            await event_queue.enqueue_event(new_text_message(reply, context_id=context.context_id))
+            return
+        # The task first: a client that does not wait (non-blocking send) learns its id
+        # at once, and can follow it if it loses the connection.
+        await event_queue.enqueue_event(new_task(context.task_id, context.context_id,
+                                                 TaskState.TASK_STATE_WORKING, history=[context.message]))
         reply = await self.answer(context.context_id, context.get_user_input())
-        if self.reply_as == "task":
-            await event_queue.enqueue_event(new_task(context.task_id, context.context_id,
-                                                     TaskState.TASK_STATE_WORKING, history=[context.message]))
-            updater = TaskUpdater(event_queue, context.task_id, context.context_id)
-            await updater.add_artifact(new_text_artifact("action", reply).parts)
-            await updater.complete()
-        else:
-            await event_queue.enqueue_event(new_text_message(reply, context_id=context.context_id,
-                                                             task_id=None))
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        await updater.add_artifact(new_text_artifact("action", reply).parts)
+        await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)

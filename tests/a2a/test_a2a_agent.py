@@ -11,13 +11,18 @@ from __future__ import annotations
 import threading
 
 import pytest
-
 from passhat.cli.run_options import UserInputError
 from passhat.domains.a2a_protocol import A2A_AGENT_MODEL
-from passhat.testing.a2a_agents import A2AAgentServer, chat_agent, fixed_reply_agent, hanging_agent
+from passhat.testing.a2a_agents import (
+    A2AAgentServer,
+    chat_agent,
+    fixed_reply_agent,
+    hanging_agent,
+)
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import free_port
 from passhat.testing.scripted_http import ScriptedResponder, http_args
+
 from tests.runs import config, run_to_end
 
 TASKS = ["0", "1", "2", "3"]

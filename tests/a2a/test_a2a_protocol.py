@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from passhat.contracts import Message, ToolCall
 from passhat.domains.a2a_protocol import (
     UnparsableReply,
     detect_protocol,
@@ -17,6 +15,8 @@ from passhat.domains.a2a_protocol import (
     parse_action,
     since_last_action,
 )
+
+from passhat.contracts import Message, ToolCall
 
 CALL = {"name": "get_user_details", "arguments": {"user_id": "mia_li_3668"}}
 
