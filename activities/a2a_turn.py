@@ -86,6 +86,11 @@ async def a2a_turn(activities: Any, ref: StepRef) -> StepResult:
                 url, text, message_id=message_id(spec, ref.step), context_id=context_id, task_id=task_id,
                 timeout_s=spec.retry.model_call_timeout_s,
                 on_task=lambda task, context: heartbeat.note({"a2a_task": task, "context_id": context})))
+    except asyncio.CancelledError:  # the run was cancelled: so is the agent's task, if it has one
+        noted = next((d for d in heartbeat.details if isinstance(d, dict) and "a2a_task" in d), None)
+        if noted is not None:
+            await a2a_client.cancel(url, noted["a2a_task"])
+        raise
     except a2a_client.A2AAgentFailure as err:
         return await _failed(activities, ref, heartbeat, err.error_class, str(err), err.reply, details)
     except a2a_client.A2AUnavailable as err:

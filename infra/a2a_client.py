@@ -161,6 +161,22 @@ async def follow(url: str, task_id: str, *, timeout_s: float) -> Reply:
     return await _talk(url, timeout_s, exchange)
 
 
+async def cancel(url: str, task_id: str, *, timeout_s: float = 5.0) -> None:
+    """Ask the agent to cancel a task (A2A tasks/cancel): the conversation it belongs to
+    was cancelled. Best effort: an agent that cannot cancel, or does not answer in
+    `timeout_s`, is left as it is."""
+    from a2a.client import ClientConfig, ClientFactory
+    from a2a.types import CancelTaskRequest
+
+    async with httpx.AsyncClient(timeout=timeout_s) as http:
+        client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(_cards[url])
+        try:
+            async with asyncio.timeout(timeout_s):
+                await client.cancel_task(CancelTaskRequest(id=task_id))
+        except Exception:  # noqa: BLE001 - the agent's (a task already done, no cancel support)
+            pass
+
+
 async def _talk(url: str, timeout_s: float, exchange: Callable[[Any], Awaitable[Any]]) -> Reply:
     """One exchange with the agent, then its task followed until it is no longer at
     work, within `timeout_s`; failures sorted by whose they are."""

@@ -53,12 +53,14 @@ class Counting:
     def __init__(self, inner: Any):
         self.inner = inner
         self.received: list[str] = []
+        self.cancelled: list[str] = []  # task ids the client asked to cancel
 
     async def execute(self, context: Any, event_queue: Any) -> None:
         self.received.append(context.message.message_id)
         await self.inner.execute(context, event_queue)
 
     async def cancel(self, context: Any, event_queue: Any) -> None:
+        self.cancelled.append(context.task_id)
         await self.inner.cancel(context, event_queue)
 
 
@@ -73,8 +75,9 @@ def fixed_reply_agent(text: str) -> Any:
     return Fixed("none")
 
 
-def hanging_agent(release: threading.Event) -> Any:
-    """An agent that never answers until `release` is set (bounded: 300 s)."""
+def hanging_agent(release: threading.Event, reply_as: str = "message") -> Any:
+    """An agent that never answers until `release` is set (bounded: 300 s); with
+    reply_as="task", its task is announced first, as the reference agent's is."""
     base = example().ChatAgent
 
     class Hanging(base):
@@ -82,7 +85,7 @@ def hanging_agent(release: threading.Event) -> Any:
             await asyncio.to_thread(release.wait, 300)
             return "released"
 
-    return Hanging("none")
+    return Hanging("none", reply_as=reply_as)
 
 
 class A2AAgentServer:
@@ -104,6 +107,10 @@ class A2AAgentServer:
     def received(self) -> list[str]:
         return list(self.counting.received)
 
+    @property
+    def cancelled(self) -> list[str]:
+        return list(self.counting.cancelled)
+
     def __enter__(self) -> A2AAgentServer:
         self._thread.start()
         deadline = time.monotonic() + 30
@@ -116,3 +123,13 @@ class A2AAgentServer:
     def __exit__(self, *exc: object) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=10)
+
+
+async def task_noted(client: Any, trial_id: str) -> bool:
+    """Whether the trial's agent turn in flight has noted its A2A task in a heartbeat
+    (activities/a2a_turn.py): a worker that dies now leaves a task to follow."""
+    from passhat.testing.harness import describe_raw
+
+    d = await describe_raw(client, trial_id)
+    return d is not None and any(a.heartbeat_details.payloads and b"a2a_task" in a.heartbeat_details.payloads[0].data
+                                 for a in d.pending_activities)

@@ -11,19 +11,15 @@ from __future__ import annotations
 import threading
 
 import pytest
+
 from passhat.cli.run_options import UserInputError
 from passhat.domains.a2a_protocol import A2A_AGENT_MODEL
-from passhat.testing.a2a_agents import (
-    A2AAgentServer,
-    chat_agent,
-    fixed_reply_agent,
-    hanging_agent,
-)
+from passhat.testing.a2a_agents import A2AAgentServer, chat_agent, fixed_reply_agent, hanging_agent, task_noted
 from passhat.testing.fault_server import FaultServer
-from passhat.testing.harness import free_port
+from passhat.testing.harness import free_port, until
 from passhat.testing.scripted_http import ScriptedResponder, http_args
-
-from tests.runs import config, run_to_end
+from passhat.workflows.client import cancel_run, start_run
+from tests.runs import config, run_to_end, worker_for
 
 TASKS = ["0", "1", "2", "3"]
 
@@ -106,3 +102,42 @@ def test_an_agent_url_without_a_card_is_refused_before_anything_runs():
             config(agent=f"a2a:{srv.url}", agent_models=[])
     with pytest.raises(UserInputError, match="after a2a: comes the agent's http"):
         config(agent="a2a:localhost", agent_models=[])
+
+
+async def test_a_cancelled_run_cancels_the_agents_task(client, sqlite_store):
+    """Cancel stops the conversation at once: the turn in flight is cancelled, and so is
+    the task it was waiting on at the agent (A2A tasks/cancel)."""
+    release = threading.Event()
+    try:
+        with A2AAgentServer(hanging_agent(release, reply_as="task")) as agent:
+            cfg = a2a_config(agent, task_ids=["0"])
+            async with worker_for(client, sqlite_store) as queue:
+                await start_run(client, sqlite_store, cfg, task_queue=queue)
+                trial_id = cfg.units()[0].trial(0).trial_id
+                await until(lambda: task_noted(client, trial_id), "the turn's task noted", 120)
+                assert await cancel_run(client, sqlite_store, cfg.run_id) == "cancelled"
+                await until(lambda: agent.cancelled, "the agent's task cancelled", 60)
+            received = agent.received
+    finally:
+        release.set()
+    [trial] = sqlite_store.trials(cfg.run_id)
+    assert trial.status == "cancelled"
+    assert len(received) == 1
+
+
+def test_a_sweep_file_names_an_agent_behind_a2a(tmp_path):
+    """`agent = "a2a:URL"` (and `agent_protocol`) in a sweep file, with no [[agents]]."""
+    from passhat.cli import sweep_config
+    from passhat.cli.run_config import build_config
+    from passhat.cli.run_options import RunOptions
+
+    with A2AAgentServer(fixed_reply_agent("-")) as agent:
+        path = tmp_path / "sweep.toml"
+        path.write_text(f'domains = ["airline"]\ntasks = {{ airline = ["0"] }}\nagent = "a2a:{agent.url}"\n'
+                        f'agent_protocol = "agentbeats"\n[user]\nmodel = "scripted/oracle"\n')
+        values = sweep_config.merge(sweep_config.load(str(path)), RunOptions(), set())
+        sweep_config.check_required(values, "")
+        cfg = build_config(values)
+    assert (cfg.agent, cfg.agent_protocol, cfg.agent_models) == (f"a2a:{agent.url}", "agentbeats", [A2A_AGENT_MODEL])
+    assert cfg.agent_digests[cfg.agent] == {"card name": "passhat example agent", "card version": "1.0.0",
+                                            "card url": f"{agent.url}/"}

@@ -15,8 +15,8 @@ import threading
 
 from passhat.infra.store import Store
 from passhat.infra.temporal_client import connect
-from passhat.testing.a2a_agents import A2AAgentServer, example
-from passhat.testing.harness import describe_raw, rewards, run_result, until
+from passhat.testing.a2a_agents import A2AAgentServer, example, task_noted
+from passhat.testing.harness import rewards, run_result, until
 from passhat.testing.scripted_http import http_args
 
 RUN_ID = "a2a-worker-kill"
@@ -42,13 +42,6 @@ def holding_agent(model_args: dict, gates: dict[int, threading.Event]):
             return await super().answer(context_id, text)
 
     return Holding("openai/oracle", args, reply_as="task")
-
-
-async def task_noted(client, trial_id: str) -> bool:
-    """The trial's agent turn in flight has noted its A2A task in a heartbeat."""
-    d = await describe_raw(client, trial_id)
-    return d is not None and any(a.heartbeat_details.payloads and b"a2a_task" in a.heartbeat_details.payloads[0].data
-                                 for a in d.pending_activities)
 
 
 async def test_a_worker_killed_mid_turn_never_makes_the_agent_see_a_message_twice(passhat_procs, model_server):
