@@ -165,50 +165,58 @@ async def cancel(url: str, task_id: str, *, timeout_s: float = 5.0) -> None:
     """Ask the agent to cancel a task (A2A tasks/cancel): the conversation it belongs to
     was cancelled. Best effort: an agent that cannot cancel, or does not answer in
     `timeout_s`, is left as it is."""
-    from a2a.client import ClientConfig, ClientFactory
     from a2a.types import CancelTaskRequest
 
-    async with httpx.AsyncClient(timeout=timeout_s) as http:
-        client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(_cards[url])
-        try:
-            async with asyncio.timeout(timeout_s):
-                await client.cancel_task(CancelTaskRequest(id=task_id))
-        except Exception:  # noqa: BLE001 - the agent's (a task already done, no cancel support)
-            pass
+    try:
+        async with asyncio.timeout(timeout_s):
+            await _client(url).cancel_task(CancelTaskRequest(id=task_id))
+    except Exception:  # noqa: BLE001 - the agent's (a task already done, no cancel support)
+        pass
+
+
+_clients: dict[tuple[asyncio.AbstractEventLoop, str], Any] = {}
+
+
+def _client(url: str) -> Any:
+    """The SDK client for the agent at `url`, one per event loop and agent: its HTTP
+    connections are kept between turns (a client per turn cost a third of a turn's CPU).
+    No HTTP timeout of its own: each exchange is bounded by its turn's timeout."""
+    from a2a.client import ClientConfig, ClientFactory
+
+    key = (asyncio.get_running_loop(), url)
+    client = _clients.get(key)
+    if client is None:
+        http = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0))
+        client = _clients[key] = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(_cards[url])
+    return client
 
 
 async def _talk(url: str, timeout_s: float, exchange: Callable[[Any], Awaitable[Any]]) -> Reply:
     """One exchange with the agent, then its task followed until it is no longer at
     work, within `timeout_s`; failures sorted by whose they are."""
-    from a2a.client import (
-        A2AClientError,
-        A2AClientTimeoutError,
-        ClientConfig,
-        ClientFactory,
-    )
+    from a2a.client import A2AClientError, A2AClientTimeoutError
     from a2a.types import GetTaskRequest, StreamResponse, TaskState
     from a2a.utils.errors import A2AError
 
     await read_card(url)
     started = time.monotonic()
     at_work = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))) as http:
-        client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(_cards[url])
-        try:
-            async with asyncio.timeout(timeout_s):
-                response = await exchange(client)
-                pause = 0.02
-                while response is not None and response.HasField("task") and response.task.status.state in at_work:
-                    await asyncio.sleep(pause)
-                    pause = min(pause * 2, 0.5)
-                    response = StreamResponse(task=await client.get_task(GetTaskRequest(id=response.task.id)))
-        except (A2AClientTimeoutError, TimeoutError):
-            raise A2AAgentFailure(f"the agent did not answer within {timeout_s:g}s", "A2ATimeout") from None
-        except A2AClientError as err:
-            raise _unavailable(err) from None
-        except A2AError as err:  # a JSON-RPC error the agent answered with
-            raise A2AAgentFailure(f"the agent answered with an A2A error: {_words(err)}",
-                                  type(err).__name__) from None
+    client = _client(url)
+    try:
+        async with asyncio.timeout(timeout_s):
+            response = await exchange(client)
+            pause = 0.02
+            while response is not None and response.HasField("task") and response.task.status.state in at_work:
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.5)
+                response = StreamResponse(task=await client.get_task(GetTaskRequest(id=response.task.id)))
+    except (A2AClientTimeoutError, TimeoutError):
+        raise A2AAgentFailure(f"the agent did not answer within {timeout_s:g}s", "A2ATimeout") from None
+    except A2AClientError as err:
+        raise _unavailable(err) from None
+    except A2AError as err:  # a JSON-RPC error the agent answered with
+        raise A2AAgentFailure(f"the agent answered with an A2A error: {_words(err)}",
+                              type(err).__name__) from None
     latency = time.monotonic() - started
     if response is None:
         raise A2AAgentFailure("the agent's answer held neither a message nor a task", "A2AEmptyAnswer")
