@@ -32,6 +32,7 @@ from passhat.contracts import (
     provider_of,
     render_agent_prompt,
 )
+from passhat.domains.a2a_protocol import A2A_PREFIX
 from passhat.domains.registry import get_domain
 from passhat.domains.nl_judge import JUDGE_ERROR, judge_key, parse_verdicts
 from passhat.domains.tau2_version import rules_for
@@ -131,6 +132,14 @@ class Heartbeat:
     def __init__(self, every_s: float):
         self.every_s = every_s
         self._last = time.monotonic()
+        self.details: tuple = ()  # carried by every heartbeat once note()d
+
+    def note(self, *details: object) -> None:
+        """Heartbeat now with `details`, and with them from now on: what a retry of this
+        activity reads back (activity.info().heartbeat_details) if this attempt dies."""
+        self.details = details
+        activity.heartbeat(*details)
+        self._last = time.monotonic()
 
     async def around(self, awaitable: Awaitable[T]) -> T:
         """Await slow work (preparing a prompt, a model call) while telling Temporal the
@@ -142,7 +151,7 @@ class Heartbeat:
             while True:
                 due_in = self._last + self.every_s - time.monotonic()
                 if due_in <= 0:
-                    activity.heartbeat()
+                    activity.heartbeat(*self.details)
                     self._last = time.monotonic()
                     continue
                 done, _ = await asyncio.wait({task}, timeout=due_in)
@@ -167,7 +176,11 @@ class ConversationActivities:
 
     @activity.defn
     async def agent_turn(self, ref: StepRef) -> StepResult:
-        if ref.trial.agent is not None:  # an agent of tau2's registry plays this turn
+        if ref.trial.agent is not None:  # an agent of tau2's registry, or behind A2A
+            if ref.trial.agent.startswith(A2A_PREFIX):
+                from passhat.activities.a2a_turn import a2a_turn
+
+                return await a2a_turn(self, ref)
             from passhat.activities.agent_turn import agent_turn
 
             return await agent_turn(self, ref)

@@ -313,6 +313,9 @@ def transcript(trial, steps, console: Console, judge=None, agent=None) -> None: 
                 style = "red" if m.error else ""
                 text = escape(m.content or "(empty)")
                 console.print(f"[dim]{step.step:>3}[/] [bold]{who}[/]: [{style}]{text}[/]" if style else f"[dim]{step.step:>3}[/] [bold]{who}[/]: {text}", highlight=False)
+        a2a = (step.agent_turn() or {}).get("a2a") if getattr(step, "agent_state_json", None) else None
+        if a2a:  # an agent behind A2A: how its turn went
+            console.print(f"[dim]      A2A {escape(a2a.get('state') or '?')}, {step.latency_s:.2f} s[/]", highlight=False)
     if judge is not None:
         view = judge_json(judge)
         console.print(f"[bold]judge[/] {escape(view['model'] or '')}: tokens {view['tokens']['input']} in / "

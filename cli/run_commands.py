@@ -108,8 +108,13 @@ def resume(
 
     load_run_plugins(run_id, config.plugins, plugin)
     # Its domains and agent as they are now: start_run refuses the run if they changed.
+    from passhat.domains.a2a_protocol import is_a2a
     from passhat.domains.digest import measured_again
 
+    if is_a2a(config.agent):  # an agent behind A2A is what its card says now
+        from passhat.cli.run_config import read_a2a_card
+
+        read_a2a_card(config.agent)
     config = measured_again(config)
     if max_cost is not None:
         config = config.model_copy(update={"max_cost": max_cost})

@@ -4,6 +4,8 @@ strings litellm can route, durations, provider caps, run ids."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import os
 import re
@@ -12,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from passhat.cli.run_options import RunOptions, UserInputError, check_bounds, options_with_bounds
+from passhat.domains.a2a_protocol import A2A_AGENT_MODEL
 from passhat.contracts import DEFAULT_AGENT, DEFAULT_TEMPERATURE, POLICY_PLACEHOLDER, RUN_ID_PATTERN, RUN_ID_RULE, ProviderLimit, RunConfig, provider_of
 
 
@@ -194,6 +197,13 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         custom_domain_name(base, path) if path is not None else base
         for base, path in map(split_domain_name, domains)
     ]
+    a2a = _a2a_agent(options)  # the card is read before anything else is checked
+    if a2a is not None:
+        if agent_models or options.agent_args:
+            raise UserInputError(
+                f"--agent {options.agent} is a deployed agent that calls its own models: "
+                "leave out --agent-model (and --agent-args)")
+        agent_models = [A2A_AGENT_MODEL]
     if not agent_models:
         raise UserInputError("give at least one --agent-model")
     values = {**vars(options), "retry_for": parse_duration(options.retry_for, "--retry-for")}
@@ -213,14 +223,14 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     unknown = [m for m in per_model if m not in agent_models]
     if unknown:
         raise UserInputError(f"args given for agent model(s) the run does not have: {', '.join(unknown)}")
-    for model in agent_models:
+    for model in agent_models if a2a is None else []:
         check_model(model, "--agent-model")
     check_model(options.user_model, "--user-model")
     provider_limits = parse_provider_limits(options.rate_limits, options.max_concurrent,
                                             models=[*agent_models, options.user_model])
     plugins = run_plugins(options.plugins)
     load_plugins(plugins)  # before the agent and the domains: a plugin may register them
-    agent, agent_prompt = _agent(options)
+    agent, agent_prompt = _agent(options) if a2a is None else (options.agent, None)
     user_personas = _user_personas(options.user_personas)
     per_domain: dict[str, list[str]] = {}
     for domain_name in dict.fromkeys(domains):
@@ -228,8 +238,9 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
             domain = get_domain(domain_name)
         except (UnknownDomainError, TaskFileError) as err:
             raise UserInputError(str(err))
-        if agent_prompt is not None and not callable(getattr(domain, "policy", None)):
-            raise UserInputError(f"--agent-prompt needs a domain with a policy; {domain_name} has none")
+        if (agent_prompt is not None or a2a is not None) and not callable(getattr(domain, "policy", None)):
+            what = "--agent-prompt" if a2a is None else f"--agent {options.agent}"
+            raise UserInputError(f"{what} needs a domain with a policy; {domain_name} has none")
         known = domain.task_ids()
         if limit is not None and limit > len(known):
             raise UserInputError(
@@ -253,7 +264,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         per_domain[domain_name] = chosen
     if task_ids and not any(per_domain.values()):
         raise UserInputError(f"none of the --task ids exist in {', '.join(per_domain)}")
-    if agent is not None:
+    if agent is not None and a2a is None:
         _check_agent_runs(agent, per_domain, agent_models[0], per_model.get(agent_models[0], agent_args))
     try:
         tau2_version = installed_version()
@@ -289,6 +300,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         lenient_tool_arguments=options.lenient_tool_args,
         rejudge=_rejudge(options.rejudge),
         agent=agent,
+        agent_protocol=a2a,
         agent_prompt=agent_prompt,
         plugins=plugins,
         retry={"max_attempts": options.max_attempts, "model_call_timeout_s": options.model_timeout,
@@ -361,6 +373,49 @@ def _agent(options: RunOptions) -> tuple[str | None, str | None]:
     except AgentSetupError as err:
         raise UserInputError(str(err))
     return name, None
+
+
+def _a2a_agent(options: RunOptions) -> str | None:
+    """For --agent a2a:URL, the convention its messages follow (--agent-protocol, or
+    detected from its card), once its card is read and noted as its identity; None for
+    every other agent. A URL that does not answer with a usable card is refused here,
+    before anything runs."""
+    from passhat.domains import a2a_protocol
+
+    name = options.agent
+    if not a2a_protocol.is_a2a(name):
+        if options.agent_protocol is not None:
+            raise UserInputError("--agent-protocol is for an agent behind A2A (--agent a2a:URL)")
+        return None
+    if options.agent_prompt is not None:
+        raise UserInputError(f"--agent-prompt replaces tau2's LLM agent's prompt; --agent {name} is deployed "
+                             "with its own (passhat sends it the policy in its first message)")
+    chosen = options.agent_protocol
+    if chosen is not None and chosen not in a2a_protocol.PROTOCOLS:
+        raise UserInputError(f"--agent-protocol {chosen!r}: use one of {', '.join(a2a_protocol.PROTOCOLS)}")
+    card = read_a2a_card(name)
+    return chosen or a2a_protocol.detect_protocol(f"{card.name} {card.description}")
+
+
+def read_a2a_card(name: str) -> Any:
+    """The card of the agent `a2a:URL`, read now and noted as the agent's identity
+    (UserInputError when the URL does not answer with a usable card)."""
+    from passhat.domains import a2a_protocol
+    from passhat.infra import a2a_client
+
+    url = a2a_protocol.agent_url(name)
+    try:
+        check_api_base(url, f"--agent {name}")
+    except UserInputError:
+        raise UserInputError(f"--agent {name}: after a2a: comes the agent's http(s) URL, "
+                             "e.g. a2a:http://localhost:9009") from None
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:  # its own loop: callers may run one
+            card = pool.submit(asyncio.run, a2a_client.read_card(url)).result()
+    except a2a_client.A2ASetupError as err:
+        raise UserInputError(f"--agent {name}: {err}") from None
+    a2a_protocol.note_card(name, {"card name": card.name, "card version": card.version, "card url": card.url})
+    return card
 
 
 def _check_agent_runs(agent: str, per_domain: dict[str, list[str]], model: str, args: dict[str, Any]) -> None:

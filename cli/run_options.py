@@ -68,7 +68,10 @@ class RunOptions:
         help="litellm model string for the agent (repeat for a sweep), e.g. openai/gpt-4.1 or scripted/oracle. Required unless --config has agents.")
     agent: Optional[str] = option(
         None, "--agent", kind="string", metavar="NAME",
-        help="An agent registered in tau2's agent registry (e.g. by a plugin) plays the agent side, with the --agent-model and --agent-args handed to it as tau2 hands them; default: tau2's LLM agent (llm_agent).")
+        help="An agent registered in tau2's agent registry (e.g. by a plugin) plays the agent side, with the --agent-model and --agent-args handed to it as tau2 hands them; or a2a:URL, a deployed agent behind A2A at URL (its agent card names it; no --agent-model: it calls its own models). Default: tau2's LLM agent (llm_agent).")
+    agent_protocol: Optional[str] = option(
+        None, "--agent-protocol", kind="string", metavar="agentify|agentbeats",
+        help="With --agent a2a:URL: the messages' convention, tau2's agentify green agent's or the AgentBeats tau2 green agent's (docs/agents.md); default: agentbeats when the agent card mentions AgentBeats, else agentify.")
     agent_prompt: Optional[str] = option(
         None, "--agent-prompt", kind="string", metavar="FILE",
         help="Replace the system prompt of tau2's LLM agent with this template; {policy} in it is replaced by the domain's policy. Its digest is part of the run's identity.")

@@ -26,6 +26,7 @@ from passhat.cli.run_config import (
 )
 from passhat.cli.run_options import RunOptions, UserInputError, declared_options, file_keys, out_of_bounds
 from passhat.contracts import RUN_ID_PATTERN, RUN_ID_RULE, provider_of
+from passhat.domains.a2a_protocol import A2A_PREFIX
 
 MODEL_KEYS = ("model", "args")  # of each [[agents]] table and of [user]
 # `passhat gate`'s criteria and budget: the keys are its flags' names.
@@ -138,6 +139,8 @@ REQUIRED = ("domains", "agent_models", "user_model")  # a run has none of its ow
 def check_required(values: RunOptions, help_hint: str) -> None:
     """A run needs domains, agent models and a user model, from options or the file."""
     missing = [name for name in REQUIRED if not getattr(values, name)]
+    if values.agent and values.agent.startswith(A2A_PREFIX):  # the agent behind A2A has its own model
+        missing = [name for name in missing if name != "agent_models"]
     if missing:
         flags = ", ".join(f"'{declared_options()[name].flags[0]}'" for name in missing)
         key_of = {name: key for key, name in file_keys().items()}

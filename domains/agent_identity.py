@@ -18,7 +18,8 @@ args refuse secrets when the run is configured.
 
 Another kind of agent contributes its identity by one function (name, prompt) ->
 {part: value or digest} and one line in KINDS saying which --agent values it takes; an
-A2A agent's parts would be its card's name, version and URL.
+A2A agent's (--agent a2a:URL) are its card's name, version and URL, as the command
+that configured the run read them (domains/a2a_protocol.note_card).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from passhat.contracts import DEFAULT_AGENT
+from passhat.domains.a2a_protocol import card_parts, is_a2a
 
 
 def _llm_agent_parts(name: str, prompt: str | None) -> dict[str, str]:
@@ -46,9 +48,14 @@ def _registered_agent_parts(name: str, prompt: str | None) -> dict[str, str]:
     return {f"module {module}": _digest(path.read_bytes()) for module, path in agent_sources(name).items()}
 
 
+def _a2a_agent_parts(name: str, prompt: str | None) -> dict[str, str]:
+    return card_parts(name)
+
+
 # (takes this --agent value, its parts): the first kind that takes a name measures it.
 KINDS: list[tuple[Callable[[str], bool], Callable[[str, str | None], dict[str, str]]]] = [
     (lambda name: name == DEFAULT_AGENT, _llm_agent_parts),
+    (is_a2a, _a2a_agent_parts),
     (lambda name: True, _registered_agent_parts),
 ]
 

@@ -230,6 +230,10 @@ class TrialSettings(BaseModel):
     # The agent from tau2's agent registry that plays the agent side (--agent); None is
     # tau2's LLM agent, whose requests passhat builds itself.
     agent: str | None = None
+    # An agent behind A2A (agent "a2a:URL") in text mode: the convention of the messages
+    # passhat sends it, "agentify" or "agentbeats" (domains/a2a_protocol.py). None for
+    # every other agent.
+    agent_protocol: str | None = None
     # The system prompt template of tau2's LLM agent (--agent-prompt), POLICY_PLACEHOLDER
     # where the domain's policy goes; None is tau2's own prompt. The text itself travels
     # with the run, not the file's path: a file edited later cannot change a run.

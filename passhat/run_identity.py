@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,8 +87,8 @@ MEASURED = (
 _HOW_IT_RUNS = {"concurrency", "retry", "provider_limits", "max_cost", "expected_calls"}
 # Fields that count only when a run has them, so a run stored before they existed keeps
 # its fingerprint.
-_ONLY_WHEN_SET = ("agent_model_args", "agent", "agent_prompt", "plugins", "timeout", "rejudge", "curtail",
-                  "user_personas")
+_ONLY_WHEN_SET = ("agent_model_args", "agent", "agent_protocol", "agent_prompt", "plugins", "timeout", "rejudge",
+                  "curtail", "user_personas")
 
 
 def fingerprint(config: RunConfig) -> str:
@@ -309,7 +310,10 @@ class AgentIdentity(BaseModel):
         """"notes_agent sha256:1a2b3c4d5e6f (module notes 9f8e7d6c)", for reports."""
         text = self.name + (f" sha256:{self.digest}" if self.digest else "")
         if self.parts:
-            text += " (" + ", ".join(f"{p} {v[:8]}" for p, v in self.parts.items()) + ")"
+            # digests shortened; a value that is no digest (an A2A card's name, version
+            # and URL) shown whole
+            text += " (" + ", ".join(f"{p} {v[:8] if re.fullmatch('[0-9a-f]{16,}', v) else v}"
+                                     for p, v in self.parts.items()) + ")"
         return text
 
 

@@ -34,6 +34,12 @@ from the request itself which task it plays and on which side:
     share a scenario), the answer is used if every candidate gives the same one, and the
     request fails with an explanation if not.
 
+An agent request with no system prompt of a domain's and no tools, whose first user
+message is an A2A evaluator's first message (tau2's agentify prompt or the AgentBeats
+one), is the model behind an agent in A2A text mode: it is answered with the oracle's next
+action as `<json>` text (passhat.infra.scripted_agentify), the task found by the policy
+and the opening request in that message.
+
 The answers come from passhat.infra.scripted_provider.agent_turn / user_turn; the model
 name (`oracle`, `noisy-P`), the request's `seed` and the task decide whether a noisy
 agent succeeds, with the same seeded draw passhat.infra.scripted_provider uses, so a
@@ -57,7 +63,7 @@ from typing import Any, Iterable
 
 from passhat.contracts import STOP_TOKEN, TaskInfo
 from passhat.domains.registry import get_domain
-from passhat.infra import scripted_provider, scripted_review
+from passhat.infra import scripted_agentify, scripted_provider, scripted_review
 from passhat.infra.scripted_customer import customer_turn
 from passhat.infra.scripted_personas import customer_for
 
@@ -116,6 +122,7 @@ class _DomainIndex:
         domain = get_domain(name)
         self.name = name
         self.agent_prompt = domain.agent_system_prompt()
+        self.policy = domain.policy() if callable(getattr(domain, "policy", None)) else None
         self.tasks: dict[str, TaskInfo] = {t: domain.task(t) for t in domain.task_ids()}
         self.by_scenario: dict[str, list[str]] = {}
         self.by_opening: dict[str, list[str]] = {}
@@ -244,7 +251,27 @@ class ScriptedResponder:
                 return {"role": "assistant", "content": ""}
             return scripted_provider.agent_turn(task, messages, parallel=model.rsplit("/", 1)[-1] == "parallel")
 
+        if not body.get("tools") and scripted_agentify.is_agentify_chat(messages, message_text):
+            # the model behind an A2A agent in text mode (passhat.infra.scripted_agentify)
+            def agentify(index: _DomainIndex, task: TaskInfo) -> dict:
+                if not noisy_succeeds(model, seed, index.name, task.id):
+                    return {"role": "assistant", "content": ""}
+                chat = scripted_agentify.oracle_chat(task, messages, message_text)
+                return scripted_agentify.as_action_text(scripted_provider.agent_turn(task, chat))
+
+            return self._unique(self._agentify_candidates(system + message_text(messages[0].get("content"))),
+                                agentify)
         return self._unique(self._agent_candidates(system, messages), agent)
+
+    def _agentify_candidates(self, first: str) -> list[tuple[_DomainIndex, TaskInfo]]:
+        """The tasks an evaluator's first message is of: its domain's policy is in it,
+        and its observation is the task's opening request."""
+        opening = scripted_agentify.opening_of(first)
+        out = [(i, i.tasks[t]) for i in self.indexes if i.policy and i.policy in first
+               for t in i.by_opening.get(opening, [])]
+        if not out:
+            raise ScriptedHTTPError(f"agentify request whose policy and opening match no task: {opening[:80]!r}")
+        return out
 
     def _user_candidates(self, system: str) -> list[tuple[_DomainIndex, TaskInfo]]:
         out = [(i, i.tasks[t]) for i in self.indexes for t in i.scenario_matches(system)]

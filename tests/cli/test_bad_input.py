@@ -63,7 +63,7 @@ CASES: list[Case] = [
     Case("config-syntax", ("run", "--config", "{files}/syntax.toml"),
          "{files}/syntax.toml: line 2, column 10: invalid TOML: Invalid value"),
     Case("config-unknown-key", ("run", "--config", "{files}/unknown-key.toml"),
-         "{files}/unknown-key.toml: k: unknown key; known keys: agent, agent_prompt, agents, concurrency,"),
+         "{files}/unknown-key.toml: k: unknown key; known keys: agent, agent_prompt, agent_protocol, agents, concurrency,"),
     Case("config-args-string", ("run", "--config", "{files}/args-string.toml"),
          "{files}/args-string.toml: agents[1].args: must be a table, got a string"),
     Case("config-secret", ("run", "--config", "{files}/secret.toml"),

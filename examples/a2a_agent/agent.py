@@ -1,0 +1,148 @@
+"""A small agent behind A2A, built with the official a2a-sdk (server) and litellm: the
+shape of a deployed agent passhat measures with `--agent a2a:URL` (docs/agents.md,
+"Agent behind A2A").
+
+It keeps each A2A context's conversation as its own chat history and forwards it to its
+model as a plain chat without tools; the model's text is its reply, one action a turn,
+as the evaluator's first message asks (`<json>{"name": ..., "arguments": ...}</json>`).
+It answers with a Message, or with `--reply-as task` with a completed Task whose artifact
+holds the text (as AgentBeats agents do).
+
+    python examples/a2a_agent/agent.py --port 9009 --model openai/gpt-4.1
+    python examples/a2a_agent/agent.py --port 9009 --model openai/oracle \\
+        --api-base http://127.0.0.1:8000/v1 --api-key-env PASSHAT_TEST_API_KEY
+
+`--a2a-version 0.3` serves the agent as an a2a-sdk 0.3.x server does (a 0.3 agent card,
+JSON-RPC `message/send`), through the SDK's compat layer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from a2a.helpers.proto_helpers import new_task, new_text_artifact, new_text_message
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    TaskState,
+)
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+NAME = "passhat example agent"
+VERSION = "1.0.0"
+
+
+class ChatAgent(AgentExecutor):
+    """Forwards each context's conversation to a litellm model; one reply per message."""
+
+    def __init__(self, model: str, model_args: dict[str, Any] | None = None, reply_as: str = "message"):
+        self.model = model
+        self.model_args = dict(model_args or {})
+        self.reply_as = reply_as
+        self.histories: dict[str, list[dict[str, str]]] = {}
+
+    async def answer(self, context_id: str, text: str) -> str:
+        import litellm
+
+        history = self.histories.setdefault(context_id, [])
+        history.append({"role": "user", "content": text})
+        response = await litellm.acompletion(model=self.model, messages=list(history), **self.model_args)
+        reply = response.choices[0].message.content or ""
+        history.append({"role": "assistant", "content": reply})
+        return reply
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        if self.reply_as != "task":
+            reply = await self.answer(context.context_id, context.get_user_input())
+            await event_queue.enqueue_event(new_text_message(reply, context_id=context.context_id))
+            return
+        # The task first: a client that does not wait (non-blocking send) learns its id
+        # at once, and can follow it if it loses the connection.
+        await event_queue.enqueue_event(new_task(context.task_id, context.context_id,
+                                                 TaskState.TASK_STATE_WORKING, history=[context.message]))
+        reply = await self.answer(context.context_id, context.get_user_input())
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        await updater.add_artifact(new_text_artifact("action", reply).parts)
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        await updater.cancel()
+
+
+def card(url: str, version: str = "1.0", name: str = NAME, description: str = "") -> AgentCard:
+    return AgentCard(
+        name=name, version=VERSION,
+        description=description or "A chat agent that forwards each A2A context to a litellm model.",
+        supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version=version)],
+        capabilities=AgentCapabilities(streaming=False),
+        default_input_modes=["text/plain"], default_output_modes=["text/plain"],
+        skills=[AgentSkill(id="chat", name="chat", description="Answers each message with one action.",
+                           tags=["tau2"])],
+    )
+
+
+def card_v0_3(url: str, name: str = NAME, description: str = "") -> dict[str, Any]:
+    """The agent card as an a2a-sdk 0.3.x server serves it."""
+    return {
+        "name": name, "version": VERSION, "url": url, "protocolVersion": "0.3.0",
+        "preferredTransport": "JSONRPC",
+        "description": description or "A chat agent that forwards each A2A context to a litellm model.",
+        "capabilities": {"streaming": False}, "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "chat", "name": "chat", "description": "Answers each message with one action.",
+                    "tags": ["tau2"]}],
+    }
+
+
+def build_app(executor: AgentExecutor, url: str, a2a_version: str = "1.0", name: str = NAME,
+              description: str = "") -> Starlette:
+    """The agent's ASGI app: its card at /.well-known/agent-card.json, JSON-RPC at /."""
+    agent_card = card(url, a2a_version, name, description)
+    handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(),
+                                    agent_card=agent_card)
+    if a2a_version == "0.3":
+        legacy = card_v0_3(url, name, description)
+        routes = [Route("/.well-known/agent-card.json", lambda request: JSONResponse(legacy), methods=["GET"])]
+    else:
+        routes = create_agent_card_routes(agent_card)
+    routes += create_jsonrpc_routes(handler, "/", enable_v0_3_compat=a2a_version == "0.3")
+    return Starlette(routes=routes)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9009)
+    parser.add_argument("--model", required=True, help="litellm model string, e.g. openai/gpt-4.1")
+    parser.add_argument("--api-base", help="the model's OpenAI-compatible base URL")
+    parser.add_argument("--api-key-env", help="the environment variable that holds the model's key")
+    parser.add_argument("--reply-as", choices=["message", "task"], default="message")
+    parser.add_argument("--a2a-version", choices=["1.0", "0.3"], default="1.0")
+    args = parser.parse_args()
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    model_args: dict[str, Any] = {"temperature": 0.0}
+    if args.api_base:
+        model_args["api_base"] = args.api_base
+    if args.api_key_env:
+        model_args["api_key"] = os.environ[args.api_key_env]
+    url = f"http://{args.host}:{args.port}/"
+    app = build_app(ChatAgent(args.model, model_args, args.reply_as), url, args.a2a_version)
+    import uvicorn
+
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

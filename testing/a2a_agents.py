@@ -1,0 +1,135 @@
+"""Agents behind A2A over real loopback HTTP, for tests and benches: the reference agent
+of examples/a2a_agent (a2a-sdk's server, litellm to its model) served in a background
+thread by uvicorn, and agents that misbehave on purpose.
+
+    with A2AAgentServer(lambda: ChatAgent("openai/oracle", http_args(srv.url))) as agent:
+        run --agent a2a:{agent.url} ...
+        agent.received   # message ids, in arrival order (a turn sent twice shows twice)
+
+`a2a_version="0.3"` serves the agent as an a2a-sdk 0.3.x server does (a 0.3 card and
+JSON-RPC method names), through the SDK's compat layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib.util
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from passhat.testing.harness import free_port
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "a2a_agent" / "agent.py"
+
+
+@functools.cache
+def example() -> Any:
+    """The reference agent's module (examples/a2a_agent/agent.py)."""
+    spec = importlib.util.spec_from_file_location("passhat_example_a2a_agent", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def chat_agent(model: str, model_args: dict[str, Any], reply_as: str = "message") -> Any:
+    """The reference agent forwarding to `model` (litellm) with `model_args`; an
+    `api_key_env` in them is read as litellm's api_key, as the example's command does."""
+    import os
+
+    args = dict(model_args)
+    if "api_key_env" in args:
+        args["api_key"] = os.environ[args.pop("api_key_env")]
+    return example().ChatAgent(model, args, reply_as)
+
+
+class Counting:
+    """Wraps an agent executor: records each message id it receives, in order."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+        self.received: list[str] = []
+        self.cancelled: list[str] = []  # task ids the client asked to cancel
+
+    async def execute(self, context: Any, event_queue: Any) -> None:
+        self.received.append(context.message.message_id)
+        await self.inner.execute(context, event_queue)
+
+    async def cancel(self, context: Any, event_queue: Any) -> None:
+        self.cancelled.append(context.task_id)
+        await self.inner.cancel(context, event_queue)
+
+
+def fixed_reply_agent(text: str) -> Any:
+    """An agent that answers every message with `text` (garbage, for a test)."""
+    base = example().ChatAgent
+
+    class Fixed(base):
+        async def answer(self, context_id: str, _: str) -> str:
+            return text
+
+    return Fixed("none")
+
+
+def hanging_agent(release: threading.Event, reply_as: str = "message") -> Any:
+    """An agent that never answers until `release` is set (bounded: 300 s); with
+    reply_as="task", its task is announced first, as the reference agent's is."""
+    base = example().ChatAgent
+
+    class Hanging(base):
+        async def answer(self, context_id: str, _: str) -> str:
+            await asyncio.to_thread(release.wait, 300)
+            return "released"
+
+    return Hanging("none", reply_as=reply_as)
+
+
+class A2AAgentServer:
+    """An agent executor served over loopback HTTP by the reference agent's app."""
+
+    def __init__(self, executor: Any, a2a_version: str = "1.0", name: str | None = None,
+                 description: str = ""):
+        import uvicorn
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.counting = Counting(executor)
+        kwargs = {"name": name} if name else {}
+        app = example().build_app(self.counting, self.url + "/", a2a_version, description=description, **kwargs)
+        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self._thread = threading.Thread(target=self._server.run, daemon=True, name=f"a2a-agent-{self.port}")
+
+    @property
+    def received(self) -> list[str]:
+        return list(self.counting.received)
+
+    @property
+    def cancelled(self) -> list[str]:
+        return list(self.counting.cancelled)
+
+    def __enter__(self) -> A2AAgentServer:
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError(f"the A2A agent on port {self.port} did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+
+async def task_noted(client: Any, trial_id: str) -> bool:
+    """Whether the trial's agent turn in flight has noted its A2A task in a heartbeat
+    (activities/a2a_turn.py): a worker that dies now leaves a task to follow."""
+    from passhat.testing.harness import describe_raw
+
+    d = await describe_raw(client, trial_id)
+    return d is not None and any(a.heartbeat_details.payloads and b"a2a_task" in a.heartbeat_details.payloads[0].data
+                                 for a in d.pending_activities)
