@@ -81,3 +81,31 @@ async def test_failures_lost_again_on_every_continuation_do_not_pass(client, sql
     # Each was continued CONTINUATIONS times, from its opening: one step recorded, never more.
     assert {t.attempts for t in lost} == {1 + CONTINUATIONS}
     assert all(len(sqlite_store.steps(t.trial_id)) == 2 for t in lost)
+
+
+def test_what_a_round_continues_and_what_stands(sqlite_store):
+    """round_continuation: a not-evaluable trial is continued until it has been
+    CONTINUATIONS times; a scored one, and one its tau2 version gave up on (whose resume
+    would run it afresh: a new draw), stand."""
+    from passhat.activities.results import ContinuationRequest, ResultActivities
+    from passhat.testing.harness import trial_specs
+
+    store = sqlite_store
+    cfg = config(task_ids=["0", "1", "2"], trials=2)
+    store.create_run(cfg, cfg.total_trials())
+    scored, lost, given_up, lost_again, *_ = specs = trial_specs(cfg)
+    for spec in specs[:4]:
+        store.begin_trial(spec)
+    store.finish_trial(scored.trial_id, reward=1.0, success=True, reward_info={}, termination_reason="user_stop",
+                       n_steps=3)
+    for spec in (lost, given_up, lost_again):
+        reason = "infrastructure_error" if spec is given_up else None
+        store.mark_not_evaluable(spec.trial_id, "503", "ServiceUnavailableError", reason)
+    for _ in range(CONTINUATIONS):  # lost_again has been continued as often as it may be
+        store.begin_trial(lost_again)
+        store.mark_not_evaluable(lost_again.trial_id, "503", "ServiceUnavailableError")
+    answer = ResultActivities(store).round_continuation(ContinuationRequest(run_id=cfg.run_id,
+                                                                            continuations=CONTINUATIONS))
+    assert answer.continued == 1
+    assert {o.trial_id: o.evaluable for o in answer.ended} == {
+        scored.trial_id: True, given_up.trial_id: False, lost_again.trial_id: False}
