@@ -61,6 +61,18 @@ class RoundState(BaseModel):
     not_evaluable: int  # its trials left not evaluable
 
 
+class ContinuationRequest(BaseModel):
+    run_id: str  # a round's run
+    continuations: int  # how many times a trial left not evaluable is continued
+
+
+class Continuation(BaseModel):
+    """A round's trials as its run continues them (workflows/rounds.py)."""
+
+    continued: int  # trials to continue: not evaluable, continued fewer than `continuations` times
+    ended: list[TrialOutcome]  # trials whose outcome stands: the run does not start them again
+
+
 @dataclass
 class Attaching:
     """A configuration checked against the run recorded under its id: that run (None for
@@ -326,6 +338,22 @@ class ResultActivities:
             self.store.set_run_status(config.run_id, RUN_RUNNING)
         return RoundState(status=stored.status if stored is not None else "new",
                           not_evaluable=len(self.store.trials(config.run_id, status=TRIAL_NOT_EVALUABLE)))
+
+    @activity.defn
+    def round_continuation(self, req: ContinuationRequest) -> Continuation:
+        """Which of a round's trials its run continues: those left not evaluable (by a
+        provider, the network or passhat, after their calls' retries) that have been
+        continued fewer than `continuations` times, each from its recorded steps. Every
+        other trial that ended stands: scored, continued enough, or given up on by its
+        tau2 version, whose resume would run it afresh (a new draw, not a continuation)."""
+        continued, ended = 0, []
+        for row in self.store.trials(req.run_id):
+            if row.status == TRIAL_NOT_EVALUABLE and row.termination_reason not in GIVEN_UP \
+                    and row.attempts <= req.continuations:
+                continued += 1
+            elif row.status in (TRIAL_SCORED, TRIAL_NOT_EVALUABLE):
+                ended.append(outcome_of(row))
+        return Continuation(continued=continued, ended=ended)
 
     @activity.defn
     def round_state(self, run_id: str) -> RoundState:

@@ -85,6 +85,8 @@ class Case(NamedTuple):
     baseline_ps: np.ndarray | None = None
     missing: tuple = (0.0, 0.0)  # chance a trial is not evaluable when it would succeed, when it would fail
     whole_blocks: bool = False
+    # chance a continuation of a not-evaluable trial completes it, when it would succeed, when it would fail
+    continued: tuple = (0.0, 0.0)
 
 
 def cases(rng: np.random.Generator, k: int, margin: float, max_trials: int) -> list[Case]:
@@ -175,7 +177,9 @@ def cases(rng: np.random.Generator, k: int, margin: float, max_trials: int) -> l
         for whole in (False, True):
             out.append(Case("mar", f"bench suite, pass^4 holds by 0.1, max 16, {r:.0%} not evaluable at random, "
                             f"{'whole blocks' if whole else 'curtailed'}", board, [gate.absolute(4, t4 - 0.1)],
-                            (FAIL,), 16, missing=(r, r), whole_blocks=whole))
+                            (FAIL,), 16, missing=(r, r), whole_blocks=whole,
+                            # a continuation is lost as often as a whole trial (it runs the rest of one)
+                            continued=(1 - r, 1 - r)))
     for cap in (8, 16, 32, 64, 96):
         out.append(Case("power", f"20 tasks at p=0.99 (pass^4 0.961), pass^4 >= 0.9, max {cap}", np.full(20, 0.99),
                         [gate.absolute(4, 0.9)], (FAIL,), cap))
@@ -191,10 +195,17 @@ def cases(rng: np.random.Generator, k: int, margin: float, max_trials: int) -> l
                         ("20 tasks at p=0.9", np.full(20, 0.9)), ("20 tasks at p=0.97", np.full(20, 0.97))):
         out.append(Case("savings", f"{name}: pass^4 holds by 0.1, max 8", suite,
                         [gate.absolute(4, max(theta(suite, 4) - 0.1, 0.0))], (FAIL,), 8))
+    # The missing cases above lose their trials' continuations too (a provider that always
+    # loses a long conversation); here a would-be success's continuation always completes
+    # and a would-be failure's one time in ten. (Last, so that every case above draws as
+    # it did before these were added.)
+    out += [case._replace(name=f"{case.name}, continued: successes complete, failures 0.1", continued=(1.0, 0.1))
+            for case in out if case.group == "missing"]
     return out
 
 
-def run_case(rng: np.random.Generator, case: Case, gates: int) -> dict:
+def run_case(rng: np.random.Generator, case: Case, gates: int,
+             continuations: int = gate_simulation.CONTINUATIONS) -> dict:
     """The case simulated: verdict rates, conversations, bias, and the fixed design beside."""
     baseline = None
     if case.baseline == "fixed":
@@ -205,7 +216,7 @@ def run_case(rng: np.random.Generator, case: Case, gates: int) -> dict:
         simulate(rng, case.ps, [gate.absolute(1, theta(case.ps, 1) - 0.1)], gates, case.max_trials, history=history)
         baseline = gate_baseline(history, gates, len(case.ps))
     done = simulate(rng, case.ps, case.criteria, gates, case.max_trials, baseline=baseline, missing=case.missing,
-                    whole_blocks=case.whole_blocks)
+                    continued=case.continued, continuations=continuations, whole_blocks=case.whole_blocks)
     fixed_verdict, fixed_curtailed = fixed(rng, case.ps, case.criteria, gates, case.max_trials, baseline)
     out = {"verdict": done.verdict, "spent": done.conversations, "most": done.most, "fixed": fixed_verdict,
            "fixed_curtailed": fixed_curtailed, "bias": {}}
@@ -227,6 +238,8 @@ def main() -> None:
     parser.add_argument("--max-trials", type=int, default=None, help="per task, classic cases; default passhat gate's")
     parser.add_argument("--cases", default="classic,perfect,k4,half,small,k3k4,gatebase,missing,mar,power,horizon",
                         help="groups of cases, comma-separated (see `cases`; also: savings)")
+    parser.add_argument("--continuations", type=int, default=gate_simulation.CONTINUATIONS,
+                        help="times a round continues a trial left not evaluable (0: as before they were)")
     parser.add_argument("--bets", choices=("blocks", "trials"), default="blocks",
                         help="bet absolute pass^k criteria on blocks of k or on every trial (gate.Criterion.bets)")
     args = parser.parse_args()
@@ -247,7 +260,7 @@ def main() -> None:
             case = case._replace(criteria=[dataclasses.replace(c, bets="trials") if c.kind == "absolute" else c
                                            for c in case.criteria])
         started = time.monotonic()
-        r = run_case(rng, case, args.gates)
+        r = run_case(rng, case, args.gates, args.continuations)
         wrong = []
         for code in case.wrong:
             seen = int((r["verdict"] == code).sum())

@@ -22,6 +22,11 @@ from passhat.results.gate import (
 )
 
 
+# How many times a round continues a trial it left not evaluable, from its recorded steps,
+# before its evidence is read (workflows/rounds.py; modelled by gate_simulation).
+CONTINUATIONS = 2
+
+
 def curtailed(criteria: Sequence[Criterion]) -> list[int]:
     """The block sizes a gate's rounds are curtailed to (passhat.curtailment), or none:
     only when every criterion bets on blocks of more than one trial. A trial bet on by

@@ -8,8 +8,13 @@ is what the bench measures.
 
 A simulated trial succeeds with its task's probability p, and is not evaluable with
 probability missing_success if it would have succeeded, missing_failure if it would have
-failed (informative missingness when they differ); each test reads it as the gate's
-tests do (passhat.results.gate.CANDIDATE_READS: against itself).
+failed (informative missingness when they differ). A not-evaluable trial is then
+continued, as the gate's rounds continue one (workflows/rounds.py: the same trial from
+its recorded steps, up to CONTINUATIONS times): each continuation completes with the
+chance `continued` gives for a trial that would succeed, and for one that would fail, and
+a completed trial shows the outcome it would have had all along (a continuation carries
+on the same trial; it is not a new draw). What is still not evaluable after them each
+test reads as the gate's tests do (passhat.results.gate.CANDIDATE_READS: against itself).
 """
 
 from __future__ import annotations
@@ -22,13 +27,23 @@ from passhat.results import gate, gate_rounds
 from passhat.results.gate_evidence import Evidence
 
 INCONCLUSIVE, PASS, FAIL = 0, 1, 2  # a simulated gate's verdict
+CONTINUATIONS = gate_rounds.CONTINUATIONS
 
 
 def draw(rng: np.random.Generator, shape: tuple[int, ...], ps: np.ndarray, missing_success: np.ndarray,
-         missing_failure: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Trials (gates, tasks, n): whether each succeeded, and whether it was not evaluable."""
+         missing_failure: np.ndarray, continued: tuple[float, float] = (0.0, 0.0),
+         continuations: int = CONTINUATIONS) -> tuple[np.ndarray, np.ndarray]:
+    """Trials (gates, tasks, n): whether each succeeded, and whether it was still not
+    evaluable after its continuations (each completing with chance continued[0] for a
+    trial that would succeed, continued[1] for one that would fail)."""
     success = rng.random(shape) < ps[None, :, None]
     missing = rng.random(shape) < np.where(success, missing_success[None, :, None], missing_failure[None, :, None])
+    if continuations and any(continued):
+        # On a stream of its own (spawn leaves rng's untouched): the trials drawn are those
+        # of the same gate without continuations, so the two compare on the same draws.
+        [own] = rng.spawn(1)
+        stays = (1 - np.asarray(continued, float)) ** continuations  # every continuation failed too
+        missing &= own.random(shape) < np.where(success, stays[0], stays[1])
     return success, missing
 
 
@@ -97,14 +112,17 @@ class Outcome(NamedTuple):
 
 def simulate(rng: np.random.Generator, ps: np.ndarray, criteria: Sequence[gate.Criterion], gates: int,
              max_trials: int, *, baseline: "tuple[np.ndarray, np.ndarray] | None" = None,
-             missing: tuple[float, float] = (0.0, 0.0), whole_blocks: bool = False, size: int | None = None,
+             missing: tuple[float, float] = (0.0, 0.0), continued: tuple[float, float] = (0.0, 0.0),
+             continuations: int = CONTINUATIONS, whole_blocks: bool = False, size: int | None = None,
              history: list | None = None) -> Outcome:
     """G gates on a suite whose task t succeeds with ps[t], the rounds chosen as
     gate_rounds.next_round chooses them: every criterion decided on its own evidence, a
     task idle when idle for every open criterion, the gate stopped once its verdict is
     known or every open criterion is futile. baseline: the regression criteria's (each
     (2 tests, gates, tasks, blocks): fixed_baseline, recorded_baseline). missing: the chance
-    a trial is not evaluable if it would succeed, and if it would fail. size: the round's
+    a trial is not evaluable if it would succeed, and if it would fail; continued: the chance
+    each of its `continuations` completes it, if it would succeed and if it would fail
+    (draw). size: the round's
     trials when the gate has other criteria than these (default: theirs). `history` (a
     list) receives each round's (live gates, tasks run, success, missing)."""
     tasks = len(ps)
@@ -132,7 +150,7 @@ def simulate(rng: np.random.Generator, ps: np.ndarray, criteria: Sequence[gate.C
         live, chosen = live[running], chosen[running]
         if not len(live):
             break
-        success, lost = draw(rng, (*chosen.shape, size), ps, miss_s, miss_f)
+        success, lost = draw(rng, (*chosen.shape, size), ps, miss_s, miss_f, continued, continuations)
         success, lost = success & chosen[..., None], lost & chosen[..., None]
         trials[live] += chosen * size
         rounds[live] += 1

@@ -327,3 +327,16 @@ def test_pass4_with_two_blocks_a_task_stops_at_its_bar_after_the_first():
     assert sum(s == 200 for s in spent) >= 7 and max(spent) <= 400  # seeds 0-9: 9 of 10 stop at 200
     assert any(r and "too close to call" in r for r in reasons)
     assert gate.futility_from(8) == 6 and gate.futility_from(4) == 3  # larger budgets: as before
+
+
+def test_a_simulated_continuation_completes_the_same_trial_never_a_new_draw():
+    """gate_simulation.draw: a not-evaluable trial's continuation shows the outcome the
+    trial had all along; with failures' continuations always lost, only failures stay
+    missing."""
+    from passhat.results.gate_simulation import draw
+
+    ps, half = np.full(5, 0.7), np.full(5, 0.5)
+    before = draw(np.random.default_rng(3), (40, 5, 4), ps, half, half, (1.0, 0.0), continuations=0)
+    after = draw(np.random.default_rng(3), (40, 5, 4), ps, half, half, (1.0, 0.0))
+    assert (before[0] == after[0]).all() and before[1].any()
+    assert (after[1] == (before[1] & ~before[0])).all()

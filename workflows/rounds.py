@@ -7,10 +7,13 @@ before it, each `size` trials, with the seed shifted by seed_offset + r so its t
 new draws. Which tasks a round runs follows only from the rounds recorded before it, so
 the rounds are the same whichever execution builds them: a round found complete in the
 store is read back, an interrupted one is resumed (its scored trials kept), and nothing
-finished runs twice. A not-evaluable trial is not run again: each test reads it against
-itself (passhat.results.gate_units). A gate on pass^k with k > 1 curtails its rounds
-(passhat.curtailment): a task's trials run one after another until its blocks of the
-round are decided.
+finished runs twice. A trial a round leaves not evaluable (a provider, the network or
+passhat failed it after its calls' retries) is continued before the round's evidence is
+read, up to CONTINUATIONS times: the same trial, from its recorded steps, only the failed
+call made again; never a new draw in its place. What is still not evaluable after that,
+each test reads against itself (passhat.results.gate_units; docs/gate.md, Not
+evaluable). A gate on pass^k with k > 1 curtails its rounds (passhat.curtailment): a
+task's trials run one after another until its blocks of the round are decided.
 
 The rounds are orchestration: here they survive a killed command (the workers that serve
 them are forked once, before anything else), show in the Temporal UI under the
@@ -26,8 +29,13 @@ from temporalio import workflow
 from temporalio.common import WorkflowIDReusePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from passhat.activities.results import ResultActivities, RoundOutcomesRequest, RoundState
-    from passhat.contracts import RUN_BUDGET_EXHAUSTED, RUN_COMPLETED, RunConfig
+    from passhat.activities.results import (
+        ContinuationRequest,
+        ResultActivities,
+        RoundOutcomesRequest,
+        RoundState,
+    )
+    from passhat.contracts import RUN_BUDGET_EXHAUSTED, RUN_COMPLETED, RunConfig, TrialOutcome
     from passhat.workflows.activity_options import bookkeeping
     from passhat.workflows.round_choice import (
         Choice,
@@ -37,7 +45,14 @@ with workflow.unsafe.imports_passed_through():
         choose_round,
         measure_record,
     )
+    from passhat.results import gate_rounds
     from passhat.workflows.run import RunRequest, RunWorkflow
+
+
+CONTINUATIONS = gate_rounds.CONTINUATIONS
+# Marks the executions that continue a round's not-evaluable trials. patched: histories
+# recorded before replay without them.
+CONTINUE_PATCH = "continue-not-evaluable"
 
 
 def round_id(run_id: str, r: int) -> str:
@@ -134,18 +149,48 @@ class RoundsWorkflow:
         ), **computing)
 
     async def _run_round(self, config: RunConfig, opts: dict[str, Any]) -> RoundState:
-        """Run the round (or finish an interrupted one) as a child run. A round recorded
-        complete is read back as it is. Its not-evaluable trials are not run again: the
-        evidence reads each one against the test it could help, and a second draw in its
-        place would be a chance to hide a failure (docs/gate.md, Not evaluable)."""
+        """Run the round (or finish an interrupted one) as a child run, then continue its
+        not-evaluable trials. A round recorded complete is read back, its trials continued
+        if they have not been as many times as they may.
+
+        A continuation is the round's run again, on the same trial ids: a scored trial
+        stands (RunRequest.ended), a not-evaluable one starts again from its recorded steps
+        (TrialWorkflow: the failed call is made again, nothing recorded runs twice). The
+        round's trials were fixed with the round, before any outcome, and a continued trial
+        that completes shows the outcome it would have had had its call not failed; one
+        that does not is read against each test. A new draw in its place would give a
+        would-be failure a second chance (docs/gate.md, Not evaluable), so a trial that
+        its tau2 version gave up on, whose resume runs it afresh, stands as it is."""
         state: RoundState = await workflow.execute_activity_method(ResultActivities.open_round, config, **opts)
-        if state.status == RUN_COMPLETED:
+        continuing = workflow.patched(CONTINUE_PATCH)
+        if state.status != RUN_COMPLETED:
+            ended: list[TrialOutcome] = []
+            if continuing and state.status != "new":  # interrupted: what ended stands
+                ended = (await self._continuation(config, opts)).ended
+            state = await self._run(config, ended, opts)
+        if not continuing:
             return state
+        for _ in range(CONTINUATIONS):
+            if state.status != RUN_COMPLETED:  # over its budget: no more conversations
+                break
+            continuation = await self._continuation(config, opts)
+            if not continuation.continued:
+                break
+            state = await self._run(config, continuation.ended, opts)
+        return state
+
+    async def _continuation(self, config: RunConfig, opts: dict[str, Any]):  # noqa: ANN202 - a Continuation
+        return await workflow.execute_activity_method(
+            ResultActivities.round_continuation,
+            ContinuationRequest(run_id=config.run_id, continuations=CONTINUATIONS), **opts)
+
+    async def _run(self, config: RunConfig, ended: list[TrialOutcome], opts: dict[str, Any]) -> RoundState:
         await workflow.execute_child_workflow(
             # On the rounds' own task queue (a child's default), which serves the run's plugins.
-            RunWorkflow.run, RunRequest(config=config), id=config.run_id,
+            RunWorkflow.run, RunRequest(config=config, ended=ended), id=config.run_id,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             static_summary=f"round {config.run_id}: {sum(len(t) for t in config.task_ids.values())} "
-                           f"task(s) x {config.trials_label()}",
+                           f"task(s) x {config.trials_label()}"
+                           + (", continuing its not-evaluable trials" if ended else ""),
         )
         return await workflow.execute_activity_method(ResultActivities.round_state, config.run_id, **opts)

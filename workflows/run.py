@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError, ChildWorkflowError, is_cance
 
 with workflow.unsafe.imports_passed_through():
     from passhat.activities.results import ResultActivities
-    from passhat.contracts import RunConfig, RunSummary, TaskUnit
+    from passhat.contracts import RunConfig, RunSummary, TaskUnit, TrialOutcome
     from passhat.workflows.activity_options import bookkeeping
     from passhat.workflows.cancellation import stop_if_cancelled
     from passhat.workflows.task import TaskWorkflow
@@ -42,6 +42,9 @@ class RunRequest(BaseModel):
     failed: list[str] = []  # task workflows that failed in earlier executions
     trial_batch: int = TRIAL_BATCH  # trials started per execution (the window)
     window: WindowState | None = None  # carried from the previous execution (the window)
+    # Trials whose outcome stands: counted as they ended, never started again (a round's
+    # run continuing its not-evaluable trials, workflows/rounds.py).
+    ended: list[TrialOutcome] = []
 
 
 @workflow.defn
@@ -65,7 +68,7 @@ class RunWorkflow:
         # A run continued from an execution of the earlier shape: its first `offset`
         # tasks were handled there.
         state = req.window or WindowState(cursor=sum(u.trials for u in config.units()[: req.offset]))
-        win = self._window = TrialWindow(config, state, ProviderSlots(), workflow.info().workflow_id)
+        win = self._window = TrialWindow(config, state, ProviderSlots(), workflow.info().workflow_id, req.ended)
         win.reports += self._early
         budgeted = config.max_cost is not None and workflow.patched(BUDGET_PATCH)
         over_budget = False

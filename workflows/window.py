@@ -33,7 +33,7 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from passhat import curtailment, metrics
     from passhat.activities.results import ResultActivities
-    from passhat.contracts import RunConfig, TaskUnit, TrialSpec, is_success
+    from passhat.contracts import RunConfig, TaskUnit, TrialOutcome, TrialSpec, is_success
     from passhat.workflows.activity_options import bookkeeping
     from passhat.workflows.task import trial_search_attributes
     from passhat.workflows.trial import REPORT_TO_MEMO, TrialEnded, TrialWorkflow
@@ -67,8 +67,11 @@ class WindowState(BaseModel):
 class TrialWindow:
     """The scheduler of one execution of the run workflow."""
 
-    def __init__(self, config: RunConfig, state: WindowState, slots, run_workflow_id: str) -> None:  # noqa: ANN001
+    def __init__(self, config: RunConfig, state: WindowState, slots, run_workflow_id: str,  # noqa: ANN001
+                 ended: list[TrialOutcome] = ()) -> None:
         self.config = config
+        # Trials whose outcome stands (RunRequest.ended): they end as soon as their turn comes.
+        self.ended = {o.trial_id: o for o in ended}
         self.units: list[TaskUnit] = config.units()
         self.specs: list[tuple[int, TrialSpec]] = [
             (u, unit.trial(i)) for u, unit in enumerate(self.units) for i in range(unit.trials)
@@ -132,8 +135,14 @@ class TrialWindow:
         self.ahead.add(n)
         self._advance()
         self.slots.take(spec.trial_id, self._needs(spec.trial_id))
-        self.running[spec.trial_id] = asyncio.create_task(self._trial(spec))
+        stands = self.ended.get(spec.trial_id)
+        self.running[spec.trial_id] = asyncio.create_task(self._trial(spec) if stands is None else self._stands(stands))
         self.started_here += 1
+
+    async def _stands(self, outcome: TrialOutcome) -> None:
+        """A trial that ended before and is not run again: it ends with its outcome."""
+        self.started.add(outcome.trial_id)
+        self.reports.append(TrialEnded(trial_id=outcome.trial_id, outcome=outcome))
 
     async def _trial(self, spec: TrialSpec) -> None:
         handle = await workflow.start_child_workflow(

@@ -140,6 +140,7 @@ def build_worker(
             results.runs_cost,
             results.open_round,
             results.round_state,
+            results.round_continuation,
             choose_round,
             measure_record,
             review.review_plan,
