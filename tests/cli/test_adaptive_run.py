@@ -6,15 +6,10 @@ from __future__ import annotations
 
 import json
 
-from passhat.domains.tau2_version import installed_rules
-from passhat.testing.harness import TASKS, killed_once_running, passhat
+from passhat.testing.harness import TASKS, agent_that_succeeds, killed_once_running, passhat
 
 SUITE = ["--domain", "airline", *[a for t in TASKS for a in ("--task", t)], "--user-model", "scripted/oracle",
          "--yes", "--trials", "8", "--adaptive"]
-# An agent whose trials fail half the time, with reward 0. On tau2 1.0.x an empty reply
-# (scripted/noisy's failure) re-runs the trial and then leaves it not evaluable, so there
-# the failure is a planned mistake instead.
-COIN_FLIP = "scripted/noisy-0.5" if installed_rules().on_model_failure == "agent_error" else "scripted/faulty-0.5"
 
 
 def test_stops_once_the_precision_is_reached(env):
@@ -36,7 +31,7 @@ def test_stops_once_the_precision_is_reached(env):
 def test_a_precision_out_of_reach_spends_the_fixed_budget(env):
     """A coin-flip agent on four tasks cannot show pass^1 to +-0.05: every task gets its
     8 trials, and the record says the precision was not reached."""
-    result = passhat("run", *SUITE, "-m", COIN_FLIP, "--precision", "0.05", "--run-id", "a-slow",
+    result = passhat("run", *SUITE, "-m", agent_that_succeeds("0.5"), "--precision", "0.05", "--run-id", "a-slow",
                      "-o", "json", env=env, timeout=600)
     assert result.returncode == 0, result.stderr
     record = json.loads(result.stdout)
