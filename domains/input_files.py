@@ -58,10 +58,31 @@ def first_problem(err: Any, whole: str = "(the file)") -> str:
     errors = getattr(err, "errors", None)
     if not callable(errors):
         return " ".join(str(err).split())[:300]
-    problems = errors(include_url=False)
+    problems = _literal_unions_merged(errors(include_url=False))
     first = problems[0]
     field = ".".join(str(part) for part in first["loc"]) or whole
     message = f"{field}: {first['msg']}"
     if len(problems) > 1:
         message += f" (and {len(problems) - 1} more problem(s))"
     return message
+
+
+def _literal_unions_merged(problems: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A union of literals (tau2 1.0.x's `ToolRequestor = UserRole | AssistantRole`)
+    fails once per branch, each at `field.literal['x']` saying only its own value: merged
+    into one complaint on the field that names every allowed value, as one Literal's
+    complaint does (26.3's `Literal["user", "assistant"]`)."""
+    def branch_of(problem: dict[str, Any]) -> tuple | None:
+        loc = problem["loc"]
+        if problem["type"] == "literal_error" and loc and str(loc[-1]).startswith("literal["):
+            return tuple(loc[:-1])
+        return None
+
+    field = branch_of(problems[0])
+    if field is None:
+        return problems
+    branches = [p for p in problems if branch_of(p) == field]
+    expected = [str(p.get("ctx", {}).get("expected", "")) for p in branches]
+    allowed = expected[0] if len(expected) == 1 else f"{', '.join(expected[:-1])} or {expected[-1]}"
+    merged = {**problems[0], "loc": field, "msg": f"Input should be {allowed}"}
+    return [merged] + [p for p in problems if branch_of(p) != field]

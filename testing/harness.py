@@ -37,6 +37,18 @@ MODEL_CALLS = ("agent_turn", "user_turn")
 # Airline tasks the scripted oracle solves (reward 1.0), whose gold actions are all the
 # agent's, with 2 to 4 of them: conversations of 5 to 7 model calls.
 TASKS = ["1", "2", "8", "17"]
+
+
+def agent_that_succeeds(p: str) -> str:
+    """A scripted agent whose trials succeed with probability `p` (as written, "0.6") and
+    otherwise fail with reward 0, on either tau2: scripted/noisy-P on 26.3, whose empty
+    reply is an agent_error; on 1.0.x that reply re-runs the trial and then leaves it not
+    evaluable, so there the failure is scripted/faulty's planned mistake."""
+    from passhat.domains.tau2_version import installed_rules
+
+    if installed_rules().on_model_failure == "agent_error":
+        return f"scripted/noisy-{p}"
+    return f"scripted/faulty-{1 - float(p):g}"
 POLL_S = 0.05
 
 

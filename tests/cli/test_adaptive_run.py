@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from passhat.testing.harness import TASKS, killed_once_running, passhat
+from passhat.testing.harness import TASKS, agent_that_succeeds, killed_once_running, passhat
 
 SUITE = ["--domain", "airline", *[a for t in TASKS for a in ("--task", t)], "--user-model", "scripted/oracle",
          "--yes", "--trials", "8", "--adaptive"]
@@ -31,7 +31,7 @@ def test_stops_once_the_precision_is_reached(env):
 def test_a_precision_out_of_reach_spends_the_fixed_budget(env):
     """A coin-flip agent on four tasks cannot show pass^1 to +-0.05: every task gets its
     8 trials, and the record says the precision was not reached."""
-    result = passhat("run", *SUITE, "-m", "scripted/noisy-0.5", "--precision", "0.05", "--run-id", "a-slow",
+    result = passhat("run", *SUITE, "-m", agent_that_succeeds("0.5"), "--precision", "0.05", "--run-id", "a-slow",
                      "-o", "json", env=env, timeout=600)
     assert result.returncode == 0, result.stderr
     record = json.loads(result.stdout)

@@ -17,6 +17,8 @@ from xml.etree import ElementTree as ET
 import pytest
 import yaml
 
+from passhat.testing.harness import agent_that_succeeds
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "ci"
 MAIN_SHA, PR_SHA, PR_NUMBER = "a" * 40, "b" * 40, "7"
@@ -121,7 +123,7 @@ def test_the_example_installs_and_gates_main_then_pull_requests(installed, env, 
     assert same.returncode == 0, same.stdout + same.stderr
     assert "**PASS**" in same.stdout and "not worse than baseline" in same.stdout
 
-    worse, at = job(pull, "pull_request", "scripted/noisy-0.5", number="8")
+    worse, at = job(pull, "pull_request", agent_that_succeeds("0.5"), number="8")
     assert worse.returncode == 1, worse.stdout + worse.stderr
     assert "**FAIL**" in worse.stdout and "Traceback" not in worse.stderr
     suites = ET.parse(at / "gate.xml").getroot().findall("testsuite")

@@ -15,7 +15,7 @@ from xml.etree import ElementTree as ET
 
 import yaml
 
-from passhat.testing.harness import TASKS, killed_once_running, passhat
+from passhat.testing.harness import TASKS, agent_that_succeeds, killed_once_running, passhat
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ["--domain", "airline", *[a for t in TASKS for a in ("--task", t)], "--user-model", "scripted/oracle",
@@ -38,7 +38,7 @@ def test_exit_codes_and_outputs(env, tmp_path):
     assert sorted(c.get("name") for c in suite.iter("testcase")) == sorted(
         ["verdict", *(f"airline/{t}" for t in TASKS)])
 
-    bad = gate(env, "-m", "scripted/noisy-0", "--require", "pass^1 >= 0.5", "--run-id", "g-fail",
+    bad = gate(env, "-m", agent_that_succeeds("0"), "--require", "pass^1 >= 0.5", "--run-id", "g-fail",
                "--junit", str(tmp_path / "fail.xml"), "-o", "json")
     assert bad.returncode == 1, bad.stderr
     record = json.loads(bad.stdout)  # the whole of stdout is one JSON object
@@ -58,7 +58,7 @@ def test_exit_codes_and_outputs(env, tmp_path):
 
     # Against the passing gate as baseline, a model that always fails is a regression (with
     # a budget in which one that never fails could show it is not: the check asked for 13).
-    worse = gate(env, "-m", "scripted/noisy-0", "--baseline", "g-pass", "--max-drop", "0.1",
+    worse = gate(env, "-m", agent_that_succeeds("0"), "--baseline", "g-pass", "--max-drop", "0.1",
                  "--max-trials", "16", "--run-id", "g-regress", "-o", "json")
     assert worse.returncode == 1, worse.stderr
     regress = json.loads(worse.stdout)
@@ -258,7 +258,7 @@ def test_a_pass4_gate_stops_each_block_at_its_first_failure(env):
     """A gate on pass^4 curtails its rounds (passhat.curtailment): a model that always fails
     runs one trial a task a round, not four; one that never fails runs all four. Such a
     gate is a regression's baseline for pass^1 (each block's first trial) or pass^4."""
-    bad = gate(env, "-m", "scripted/noisy-0", "--require", "pass^4 >= 0.5", "--max-trials", "8",
+    bad = gate(env, "-m", agent_that_succeeds("0"), "--require", "pass^4 >= 0.5", "--max-trials", "8",
                "--run-id", "g-curtail", "-o", "json")
     assert bad.returncode in (1, 3), bad.stderr
     record = json.loads(bad.stdout)
@@ -283,7 +283,7 @@ def test_a_pass4_gate_stops_each_block_at_its_first_failure(env):
     assert "Traceback" not in refused.stderr
 
     # --whole-blocks: every block's four trials at once, a failing one too.
-    whole = gate(env, "-m", "scripted/noisy-0", "--require", "pass^4 >= 0.5", "--max-trials", "8",
+    whole = gate(env, "-m", agent_that_succeeds("0"), "--require", "pass^4 >= 0.5", "--max-trials", "8",
                  "--whole-blocks", "--run-id", "g-whole-blocks", "-o", "json")
     record = json.loads(whole.stdout)
     assert record["verdict"] == json.loads(bad.stdout)["verdict"] and not record["curtailed"]
@@ -296,7 +296,7 @@ def test_a_killed_curtailed_gate_resumes_its_round_where_the_blocks_were(env, tm
     round stops each task's block at its first failure, with no trial index skipped."""
     from passhat.contracts import is_success
 
-    args = ["gate", *SUITE, "-m", "scripted/noisy-0.6", "--agent-args", '{"latency": 0.3}',
+    args = ["gate", *SUITE, "-m", agent_that_succeeds("0.6"), "--agent-args", '{"latency": 0.3}',
             "--require", "pass^4 >= 0.3", "--max-trials", "8", "--run-id", "g-kill4", "-o", "json"]
     store = killed_once_running(args, env, tmp_path / "home" / "results.db", "g-kill4-r0")
     before = {(t.trial_id, t.finished_at) for t in store.trials("g-kill4-r0") if t.finished_at}

@@ -18,7 +18,7 @@ from passhat.contracts import TASK_QUEUE, plugin_task_queue
 from passhat.domains import plugins as plugin_loading
 from passhat.infra.store import Store
 from passhat.infra.temporal_client import connect
-from passhat.testing.harness import Passhat, passhat, stopping_workers, until
+from passhat.testing.harness import Passhat, agent_that_succeeds, passhat, stopping_workers, until
 from tests.helpers import PLUGIN_MODULES, one_error_line, store_rows
 
 RUN = ("--domain", "plugged", "--task", "create_task_1", "--task", "update_task_1",
@@ -212,7 +212,7 @@ def test_a_plugin_domains_run_is_read_exported_and_rescored_by_tau2(ph, tmp_path
     Its tau2-format export, re-scored by tau2's own evaluator with the plugin imported,
     gives passhat's rewards; imported back (with --plugin), it reports the same."""
     result = ph.cli("run", "--plugin", "home_internet", "--domain", "home_internet",
-                    "--agent-model", "scripted/noisy-0.5", "--user-model", "scripted/oracle",
+                    "--agent-model", agent_that_succeeds("0.5"), "--user-model", "scripted/oracle",
                     "--trials", "2", "--run-id", "home-export", timeout=600)  # "home" is another test's workflow on the shared server
     assert result.returncode == 0, result.stderr
     trials = Store(ph.db_url).trials("home-export")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from passhat.domains.tau2_version import installed_family
 from passhat.testing.harness import passhat
 from tests.helpers import PLUGIN_MODULES
 
@@ -38,10 +39,11 @@ def test_the_example_domain_passes_its_check(env):
 
 @pytest.mark.parametrize("domain, tasks, findings", [
     # Tasks 0 and 1 change nothing (the agent must refuse): an agent that does nothing
-    # and says nothing scores 1.0 on them.
+    # and says nothing scores 1.0 on them. So does task 2 on tau2 1.0.x, whose gold
+    # actions lost 26.3's send_certificate (its user must not be offered one there).
     ("airline", ["0", "1", "2"], [
-        "airline\t0\tevaluation_criteria: still scores 1.0 when the agent communicates nothing",
-        "airline\t1\tevaluation_criteria: still scores 1.0 when the agent communicates nothing",
+        f"airline\t{task}\tevaluation_criteria: still scores 1.0 when the agent communicates nothing"
+        for task in {"26.3": ["0", "1"], "1.0": ["0", "1", "2"]}[installed_family()]
     ]),
     ("retail", ["0", "1"], None),
     ("telecom", None, None),

@@ -17,15 +17,20 @@ import pytest
 from passhat.contracts import Message, Score, TaskInfo, ToolCall
 from passhat.domains.base import UnknownDomainError, UnknownTaskError
 from passhat.domains.registry import domain_names, get_domain, register_domain
+from passhat.domains.nl_judge import parse_verdicts
 from passhat.domains.tau2_domain import Tau2Domain
+from passhat.domains.tau2_version import installed_family
+from passhat.infra.scripted_provider import judge_turn
 
 REPO = Path(__file__).resolve().parents[2]
 GREETING = "Hi! How can I help you today?"
 STOP = "###STOP###"
 
-# Its env assertion needs an update_task_status call that the task's gold actions do not
-# contain, so tau2 itself scores the gold actions 0 here.
-MOCK_GOLD_NOT_ENOUGH = {"update_task_with_history_and_env_assertions"}
+# Their env assertions need a call that the task's gold actions do not contain, so tau2
+# itself scores the gold actions 0 there: an update_task_status call; and in 1.0.x's
+# tenth task, the user's own dismiss_notification call.
+MOCK_GOLD_NOT_ENOUGH = {"update_task_with_history_and_env_assertions"} | (
+    {"update_task_with_user_tools"} if installed_family() == "1.0" else set())
 
 
 def gold_conversation(
@@ -56,6 +61,14 @@ def gold_conversation(
     return messages
 
 
+def judged_score(domain, task_id: str, messages: list[Message]) -> Score:
+    """The conversation's reward, its NL assertions (tau2 1.0.x grades some tasks by them)
+    all met: as a run with `scripted/judge` grades it."""
+    request = domain.judge_request(task_id, messages, "user_stop")
+    verdicts = None if request is None else parse_verdicts(judge_turn(request)["content"])
+    return domain.score(task_id, messages, "user_stop", nl_checks=verdicts)
+
+
 def gold_failures(name: str, skip: set[str] = frozenset()) -> dict[str, Score]:
     # Conversations run one after the other, so one cached environment is enough; keeping
     # more alive only makes every garbage collection in the process slower.
@@ -65,7 +78,7 @@ def gold_failures(name: str, skip: set[str] = frozenset()) -> dict[str, Score]:
         if task_id in skip:
             continue
         messages = gold_conversation(domain, task_id, session=f"gold-{task_id}")
-        score = domain.score(task_id, messages, "user_stop")
+        score = judged_score(domain, task_id, messages)
         if score.reward != 1.0:
             failures[task_id] = score
     return failures
@@ -83,10 +96,8 @@ def test_mock_gold_actions_score_one():
     assert gold_failures("mock", skip=MOCK_GOLD_NOT_ENOUGH) == {}
     # tau2's semantics, not ours: see MOCK_GOLD_NOT_ENOUGH.
     mock = get_domain("mock")
-    (task_id,) = MOCK_GOLD_NOT_ENOUGH
-    assert (
-        mock.score(task_id, gold_conversation(mock, task_id), "user_stop").reward == 0.0
-    )
+    for task_id in MOCK_GOLD_NOT_ENOUGH:
+        assert judged_score(mock, task_id, gold_conversation(mock, task_id)).reward == 0.0
 
 
 def test_score_has_breakdown_and_checks():
@@ -287,7 +298,7 @@ def test_concurrent_conversations_in_threads():
         )
     assert together == alone
     for task_id, messages in together.items():
-        assert retail.score(task_id, messages, "user_stop").reward == 1.0
+        assert judged_score(retail, task_id, messages).reward == 1.0
 
 
 def test_diverging_history_is_not_served_from_the_session_cache():
@@ -347,7 +358,9 @@ def test_telecom_user_tools_run_for_the_user():
 
 
 @pytest.mark.parametrize(
-    "name, count", [("airline", 50), ("retail", 114), ("telecom", 114), ("mock", 9)]
+    "name, count",
+    # tau2 1.0.x's mock has a tenth task, update_task_with_user_tools.
+    [("airline", 50), ("retail", 114), ("telecom", 114), ("mock", {"26.3": 9, "1.0": 10}[installed_family()])],
 )
 def test_task_ids_are_tau2s_default_task_set(name, count):
     from tau2.registry import registry
