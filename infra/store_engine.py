@@ -3,12 +3,15 @@ PostgreSQL, and the creation of its tables, which several workers may attempt at
 
 from __future__ import annotations
 
+import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import SQLModel, create_engine
 
@@ -76,9 +79,36 @@ def make_engine(parsed: Any, dialect: str) -> Engine:
 def create_tables(engine: Engine, dialect: str) -> None:
     """The tables that are missing, and the nullable columns added since a database was
     written; nothing is dropped or rewritten."""
-    with engine.begin() as conn:
-        if dialect == "postgresql":
-            # Workers starting together would race on CREATE TABLE; serialise them.
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
-        SQLModel.metadata.create_all(conn, tables=TABLES)
-        add_missing_columns(conn)
+    def create() -> None:
+        with engine.begin() as conn:
+            if dialect == "postgresql":
+                # Workers starting together would race on CREATE TABLE; serialise them.
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
+            SQLModel.metadata.create_all(conn, tables=TABLES)
+            add_missing_columns(conn)
+
+    if dialect == "sqlite":
+        retry_while_locked(create, SQLITE_BUSY_TIMEOUT_MS / 1000)
+    else:
+        create()
+
+
+def retry_while_locked(attempt: Callable[[], None], within_s: float, first_wait_s: float = 0.02) -> None:
+    """attempt(), again while SQLite answers "database is locked", for up to within_s.
+
+    Worker processes started together (`passhat worker --processes N`, `run --workers N`)
+    open a new database file at once. Each connection first switches it to WAL, which
+    needs the exclusive lock: two connections that both hold the shared lock and want it
+    would wait on each other, so SQLite answers one at once with "database is locked",
+    without its busy timeout (seen on CI: a worker exited with it). Trying again is
+    what the busy timeout would have done."""
+    deadline = time.monotonic() + within_s
+    wait = first_wait_s
+    while True:
+        try:
+            return attempt()
+        except OperationalError as err:
+            if "database is locked" not in str(err) or time.monotonic() + wait > deadline:
+                raise
+        time.sleep(wait)
+        wait = min(wait * 2, 1.0)
