@@ -374,6 +374,16 @@ class RunConfig(TrialSettings):
                 * self.trials)
 
 
+def without_unset_persona(model: BaseModel, data: Any, *fields: str) -> Any:
+    """`data`, a model's serialized form, without its persona `fields` when the model has no
+    persona: what a run without --user-persona records and prints is as it was before
+    personas existed."""
+    if getattr(model, "user_persona", None) is None and isinstance(data, dict):
+        for name in fields:
+            data.pop(name, None)
+    return data
+
+
 class _TaskKey(TrialSettings):
     """Which (run, agent model, persona, domain, task) a task or trial belongs to."""
 
@@ -390,11 +400,7 @@ class _TaskKey(TrialSettings):
     def _persona_only_when_set(self, handler: Any) -> dict[str, Any]:
         """Without a persona, the two fields are left out: every activity's input (and so
         each trial's history) stays as it was before personas, byte for byte."""
-        data = handler(self)
-        if self.user_persona is None and isinstance(data, dict):
-            data.pop("user_persona", None)
-            data.pop("user_persona_text", None)
-        return data
+        return without_unset_persona(self, handler(self), "user_persona", "user_persona_text")
 
     @property
     def task_workflow_id(self) -> str:
@@ -485,7 +491,7 @@ class TaskOutcome(BaseModel):
 class ModelDomainSummary(BaseModel):
     agent_model: str
     user_model: str
-    user_persona: str | None = None
+    user_persona: str | None = None  # left out when None: `run --output json` as before personas
     domain: str
     tasks: int
     trials: int
@@ -499,6 +505,10 @@ class ModelDomainSummary(BaseModel):
     # task (metrics.leaderboard_curves); None when every trial was evaluable (then it is
     # pass_hat_k).
     pass_hat_k_leaderboard: dict[str, float] | None = None
+
+    @model_serializer(mode="wrap")
+    def _persona_only_when_set(self, handler: Any) -> dict[str, Any]:
+        return without_unset_persona(self, handler(self), "user_persona")
 
 
 class RunSummary(BaseModel):
