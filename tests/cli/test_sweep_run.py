@@ -14,6 +14,7 @@ import sys
 import time
 
 from passhat.contracts import trial_seeds
+from passhat.domains.registry import get_domain
 from passhat.infra.store import Store
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.scripted_http import SCENARIO_TAG, TEST_KEY_ENV, ScriptedResponder, http_args, message_text
@@ -63,11 +64,14 @@ args = {{ {server}, temperature = 0.5 }}
     finally:
         store.close()
     assert (config.trials, config.seed, config.concurrency, config.task_ids) == (1, 11, 4, {"airline": ["1", "2"]})
-    # Before it started, the run said how big it is. Tasks 1 and 2 have 2 and 4 gold
-    # actions of the agent's: 5 + 7 model calls straight to the solution, per agent model.
-    assert ("run swept: 4 conversations (2 agent models x 2 tasks x 1 trial); about 24 model calls, "
+    # Before it started, the run said how big it is: 3 model calls a conversation, 1 per
+    # gold action of the agent's and 2 per one of the user's, per agent model (on tau2
+    # 26.3 tasks 1 and 2 have 2 and 4 of the agent's: 5 + 7, so 24 in all).
+    straight = 2 * sum(3 + sum(1 if a.requestor == "assistant" else 2 for a in task.gold_actions)
+                       for task in (get_domain("airline").task(i) for i in ("1", "2")))
+    assert (f"run swept: 4 conversations (2 agent models x 2 tasks x 1 trial); about {straight} model calls, "
             "estimated as conversations that go straight to each task's gold actions") in result.stderr
-    assert len(requests) == 24  # the scripted oracle goes straight there
+    assert len(requests) == straight  # the scripted oracle goes straight there
     # Each model's calls carried its own args, and every call the seed from the file.
     seen = set()
     for request in requests:

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from PIL import Image, ImageChops
 
-from passhat.testing.harness import passhat
+from passhat.testing.harness import agent_that_succeeds, passhat
 from tests.helpers import cli_env
 from tests.results_files import TAU2_MOCK_RESULTS
 from tests.runs import config, run_to_end
@@ -22,7 +22,7 @@ TEMPORAL_UI = "http://127.0.0.1:9/temporal"  # known to the report; never opened
 
 
 async def test_html_report_in_a_browser(client, sqlite_store, tmp_path):
-    cfg = config(agent_models=["scripted/oracle", "scripted/noisy-0.5"], limit=3, trials=2)
+    cfg = config(agent_models=["scripted/oracle", agent_that_succeeds("0.5")], limit=3, trials=2)
     await run_to_end(client, sqlite_store, cfg)
     # Trace ids are recorded when tracing is on (not in this test's worker): give one.
     trials = sqlite_store.trials(cfg.run_id)
