@@ -46,8 +46,9 @@ def named(spec: str | None, personas: Sequence[str]) -> list[str]:
                         f"or some of {', '.join(personas)} separated by commas")
     if spec.strip() == ALL:
         return list(personas)
-    chosen = [_label(p.strip(), personas) for p in spec.split(",") if p.strip()]
-    unknown = [p for p in chosen if p not in personas]
+    given = [p.strip() for p in spec.split(",") if p.strip()]
+    chosen = [_label(p, personas) for p in given]
+    unknown = [p for p, label in zip(given, chosen) if label not in personas]
     if unknown or not chosen:
         raise GateError(f"--personas {spec}: {', '.join(unknown) or 'no persona'} is not one of this gate's "
                         f"personas ({', '.join(personas)}); give 'all' or some of them separated by commas")
