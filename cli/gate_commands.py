@@ -185,10 +185,9 @@ def _before_spending(request, criteria, force: bool) -> None:  # noqa: ANN001
     (passhat.results.gate_budget, the bench's simulation)."""
     from passhat.cli.common import err_console
     from passhat.results.gate_budget import Budget, check, preview
-
-    m = request.measure
     from passhat.results.gate_personas import unpersonaed
 
+    m = request.measure
     # Every persona's copy of the suite is alike to an agent that never fails: check each
     # criterion once, at its split confidence.
     budget = Budget(tuple(unpersonaed(criteria)), request.tasks(), m.max_trials, m.baseline, tuple(m.baseline_curtail),
@@ -200,7 +199,9 @@ def _before_spending(request, criteria, force: bool) -> None:  # noqa: ANN001
         problem += f" (each of {split} personas decided at alpha / {split}, Bonferroni)"
     if problem and not force:
         raise UserInputError(f"gate {gate_id}: {problem}; --force runs it anyway")
-    for line in ([f"{problem} (--force: running it anyway)"] if problem else []) + preview(budget):
+    said = preview(budget) + ([f"the figures above are each persona's alone, at alpha / {split} (Bonferroni)"]
+                              if split > 1 else [])
+    for line in ([f"{problem} (--force: running it anyway)"] if problem else []) + said:
         err_console.print(f"gate {gate_id}: {line}", highlight=False, markup=False, soft_wrap=True)
 
 
