@@ -35,6 +35,7 @@ from passhat.domains.tau2_version import GIVEN_UP, rules_for
 from passhat.infra import tracing
 from passhat.infra.store import Store
 from passhat.infra.store_tables import RunRow
+from passhat.personas import outcome_key
 from passhat.run_identity import ConfigMismatchError, Recorded, check_attach, recorded_config, same_experiment
 
 
@@ -112,12 +113,16 @@ def record_run(store: Store, config: RunConfig, checked: Attaching | None = None
 
 def trial_outcomes(store: Store, run_ids: list[str]) -> dict[str, list[bool | None]]:
     """"domain/task" -> its trials' outcomes (True, False, None: not evaluable) in the
-    order they ran: run by run, trial index within a run."""
+    order they ran: run by run, trial index within a run. A persona's trials are their own
+    task, "domain/task@PERSONA" (passhat.personas.outcome_key): never pooled with another
+    user's."""
     out: dict[str, list[bool | None]] = {}
     for run_id in run_ids:
-        for row in sorted(store.trials(run_id), key=lambda t: (t.domain, t.task_id, t.trial_index)):
+        for row in sorted(store.trials(run_id), key=lambda t: (t.domain, t.task_id, t.user_persona or "",
+                                                               t.trial_index)):
             scored = row.status == TRIAL_SCORED and row.reward is not None
-            out.setdefault(f"{row.domain}/{row.task_id}", []).append(is_success(row.reward) if scored else None)
+            key = outcome_key(f"{row.domain}/{row.task_id}", row.user_persona)
+            out.setdefault(key, []).append(is_success(row.reward) if scored else None)
     return out
 
 

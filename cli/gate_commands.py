@@ -37,6 +37,7 @@ def gate(
     max_drop: Optional[float] = typer.Option(None, "--max-drop", metavar="D", help="Regression criterion: the metric may be at most D below --baseline's."),
     regression_metric: Optional[str] = typer.Option(None, "--regression-metric", metavar="pass^K", help="The metric of the regression criterion; default pass^1."),
     confidence: Optional[float] = typer.Option(None, "--confidence", help="Confidence of every criterion's verdict; default 0.95."),
+    personas: Optional[str] = typer.Option(None, "--personas", metavar="all|P1,P2", help="With --user-persona: check every criterion under each of these personas (all: every one given), on that persona's trials alone, its error rate split across them (Bonferroni; docs/personas.md, Gating)."),
     max_trials: Optional[int] = typer.Option(None, "--max-trials", metavar="N", help=f"Budget: most trials any one task gets; default {DEFAULT_MAX_TRIALS}."),
     force: bool = typer.Option(False, "--force", help="Run even when an agent that never fails could not PASS every criterion within --max-trials (the gate refuses such a budget before the first conversation, naming one that could)."),
     whole_blocks: bool = typer.Option(False, "--whole-blocks", help="Run a pass^k block's k trials at once: a round takes one conversation's time instead of up to k, but a block whose first trial fails still runs all k (by default a block stops at its first failure; docs/gate.md, Curtailed blocks)."),
@@ -59,7 +60,7 @@ def gate(
     table = sweep_config.gate_table(config) if config else {}
     given = {"require": require or None, "baseline": baseline, "max_drop": max_drop,
              "regression_metric": regression_metric, "confidence": confidence, "max_trials": max_trials,
-             "whole_blocks": whole_blocks or None}
+             "whole_blocks": whole_blocks or None, "personas": personas}
     settings = {key: value if value is not None else table.get(key) for key, value in given.items()}
     options = sweep_config.merge(sweep_config.load(config) if config else None, options, given_on_command_line(ctx))
     sweep_config.check_required(options, f" — see `{ctx.command_path} --help`")
@@ -78,10 +79,8 @@ def gate(
                              "bound them with --max-trials N")
     if len(options.agent_models) != 1:
         raise UserInputError("passhat gate decides for one --agent-model at a time")
-    if options.user_personas:  # its rounds would pool every user's trials of a task
-        raise UserInputError("passhat gate does not take --user-persona yet: gate tau2's own user, and "
-                             "measure the personas with `passhat run --user-persona` (docs/personas.md)")
     base = build_config(options)
+    criteria = _persona_criteria(criteria, settings, list(base.user_personas))
     store = open_store()
     request = _request(store, base, criteria, settings["baseline"], cap, bool(settings["whole_blocks"]))
     if not _recorded(store, base.run_id):  # a new gate: say what its budget can decide before spending
@@ -119,6 +118,22 @@ def _criteria(settings: dict[str, Any], decide) -> list:  # noqa: ANN001 - the g
     return criteria
 
 
+def _persona_criteria(criteria: list, settings: dict[str, Any], personas: list[str]) -> list:
+    """Each criterion under each persona --personas names, at its share of alpha
+    (passhat.results.gate_personas); the criteria as they are without personas."""
+    from passhat.results.gate import GateError
+    from passhat.results.gate_personas import named, per_persona
+
+    try:
+        chosen = named(settings["personas"], personas)
+    except GateError as err:
+        raise UserInputError(str(err))
+    if chosen and settings["baseline"] is not None:
+        raise UserInputError("--baseline with --user-persona is not supported yet: gate the personas with "
+                             "--require, and the regression without --user-persona")
+    return per_persona(criteria, chosen)
+
+
 def _baseline_outcomes(store, run_id: str, k: int):  # noqa: ANN001, ANN202
     """A run's outcomes; or a gate's, one mapping per round in the order they ran, so its
     blocks are bet in the order the gate chose them (passhat.results.gate.baseline_blocks),
@@ -145,14 +160,13 @@ def _baseline_outcomes(store, run_id: str, k: int):  # noqa: ANN001, ANN202
 def _request(store, base, criteria, baseline: str | None, cap: int, whole_blocks: bool = False):  # noqa: ANN001, ANN202
     """The gate's rounds: its criteria, the baseline's outcomes, and seeds that never
     coincide with the baseline's."""
-    from dataclasses import asdict
-
+    from passhat.results.gate_personas import criterion_fields
     from passhat.workflows.round_choice import Measure
     from passhat.workflows.rounds import RoundsRequest
 
     regression = next((c for c in criteria if c.kind == "regression"), None)
     reference, curtail, seeds = _baseline_outcomes(store, baseline, regression.k) if baseline else (None, [], set())
-    measure = Measure(kind="gate", max_trials=cap, criteria=[asdict(c) for c in criteria], baseline=reference,
+    measure = Measure(kind="gate", max_trials=cap, criteria=[criterion_fields(c) for c in criteria], baseline=reference,
                       whole_blocks=whole_blocks, baseline_curtail=curtail)
     return RoundsRequest(config=base, measure=measure, fixed_trials=cap,
                          seed_offset=seed_offset(base.seed, seeds, cap // round_trials(criteria)))
@@ -171,15 +185,23 @@ def _before_spending(request, criteria, force: bool) -> None:  # noqa: ANN001
     (passhat.results.gate_budget, the bench's simulation)."""
     from passhat.cli.common import err_console
     from passhat.results.gate_budget import Budget, check, preview
+    from passhat.results.gate_personas import unpersonaed
 
     m = request.measure
-    budget = Budget(tuple(criteria), request.tasks(), m.max_trials, m.baseline, tuple(m.baseline_curtail),
+    # Every persona's copy of the suite is alike to an agent that never fails: check each
+    # criterion once, at its split confidence.
+    budget = Budget(tuple(unpersonaed(criteria)), request.tasks(), m.max_trials, m.baseline, tuple(m.baseline_curtail),
                     m.whole_blocks)
     gate_id = request.config.run_id
     problem = check(budget)
+    split = max(c.split for c in criteria)
+    if problem and split > 1:  # the check ran each criterion at its persona's share of alpha
+        problem += f" (each of {split} personas decided at alpha / {split}, Bonferroni)"
     if problem and not force:
         raise UserInputError(f"gate {gate_id}: {problem}; --force runs it anyway")
-    for line in ([f"{problem} (--force: running it anyway)"] if problem else []) + preview(budget):
+    said = preview(budget) + ([f"the figures above are each persona's alone, at alpha / {split} (Bonferroni)"]
+                              if split > 1 else [])
+    for line in ([f"{problem} (--force: running it anyway)"] if problem else []) + said:
         err_console.print(f"gate {gate_id}: {line}", highlight=False, markup=False, soft_wrap=True)
 
 

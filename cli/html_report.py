@@ -239,6 +239,7 @@ def _robustness(report: Report) -> str:
            if r.k() else "<td>-</td>")
         + f'<td>{r.shared_tasks}</td><td class="l">{_e(", ".join(r.broken_tasks) or "none")}</td></tr>'
         for r in report.robustness)
+    chart = plots.persona_figure(report)
     return (
         '<section id="personas"><h2>Robustness to user personas</h2>'
         "<p>pass^k under each user persona and under tau2's own user, and the drop between them, "
@@ -246,7 +247,9 @@ def _robustness(report: Report) -> str:
         f"Intervals: {report.confidence:.0%} bootstrap over tasks.</p>"
         '<table><tr><th class="l">agent model</th><th class="l">persona</th><th class="l">domain</th>'
         "<th>k</th><th>pass^k, persona</th><th>pass^k, tau2's user</th><th>drop</th><th>tasks</th>"
-        f'<th class="l">tasks it breaks</th></tr>{rows}</table></section>'
+        f'<th class="l">tasks it breaks</th></tr>{rows}</table>'
+        + ("" if chart is None else f'<div id="persona-chart" class="chart">{plots.svg(chart)}</div>')
+        + "</section>"
     )
 
 

@@ -108,6 +108,37 @@ def cost_figure(report: Report):  # noqa: ANN201
     return fig
 
 
+def persona_figure(report: Report):  # noqa: ANN201 - a matplotlib Figure, or None without personas
+    """pass^k of each user (tau2's own first, then each persona) at each k, one panel per
+    agent model (and domain) of a run with personas: a persona x k grid, its cells
+    shaded by pass^k and written with it. None when no group has a persona."""
+    groups = [g for g in report.groups() if g.pass_hat_k]
+    if not any(g.user_persona is not None for g in groups):
+        return None
+    panels: dict[tuple, list[GroupReport]] = {}
+    for g in groups:
+        panels.setdefault((g.run_id, g.agent_model, g.user_model, g.domain), []).append(g)
+    panels = {key: users for key, users in panels.items() if any(u.user_persona is not None for u in users)}
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(4.5, 3.6 * len(panels)), 3.6), dpi=100, squeeze=False)
+    for ax, users in zip(axes[0], panels.values()):
+        users = sorted(users, key=lambda u: (u.user_persona is not None, u.user_persona or ""))
+        ks = sorted({k for u in users for k in u.pass_hat_k}, key=int)
+        grid = [[u.pass_hat_k[k].value if k in u.pass_hat_k else float("nan") for k in ks] for u in users]
+        ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        for row, values in enumerate(grid):
+            for col, value in enumerate(values):
+                if value == value:  # not nan
+                    ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=8,
+                            color="black" if value > 0.6 else "white")
+        ax.set_xticks(range(len(ks)), [f"pass^{k}" for k in ks], fontsize=8)
+        ax.set_yticks(range(len(users)), [u.user_persona or "tau2's user" for u in users], fontsize=8)
+        ax.set_title(_name(report, users[0]).split(" [")[0], fontsize=8)
+    fig.suptitle(f"{_title(report)}\npass^k by user persona and k", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def save(fig, path: Path) -> None:  # noqa: ANN001
     fig.savefig(path)
     _pyplot().close(fig)

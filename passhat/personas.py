@@ -170,3 +170,19 @@ def builtin_in(system_prompt: str) -> tuple[str, int] | None:
             if builtin_text(name, intensity) == text:
                 return name, intensity
     return None
+
+
+# A trial's outcomes under a persona are keyed "domain/task@LABEL" (as its workflow id
+# is), tau2's own user's "domain/task" as always: tau2's task ids have no "@".
+USER_MARK = "@"
+
+
+def outcome_key(task_key: str, persona: str | None) -> str:
+    """The key of a task's outcomes under a persona (None: tau2's user, the key unchanged)."""
+    return task_key if persona is None else f"{task_key}{USER_MARK}{persona}"
+
+
+def key_user(key: str) -> tuple[str, str | None]:
+    """(task key, persona or None) of an outcome key."""
+    task, mark, persona = key.partition(USER_MARK)
+    return task, (persona if mark else None)

@@ -52,6 +52,7 @@ from typing import Literal, NamedTuple, Sequence
 import numpy as np
 
 from passhat.results.gate_evidence import Evidence
+from passhat.results.gate_personas import of_user
 from passhat.results.gate_units import (  # noqa: F401 - the gate's API: callers read them as gate.X
     BASELINE_READS,
     CANDIDATE_READS,
@@ -110,6 +111,10 @@ class Criterion:
     # "blocks": a unit of evidence is a block of k trials, bet on p^k; "trials" (absolute
     # criteria): every trial, bet on p (passhat.results.gate_trials; docs/gate.md, Per trial).
     bets: Literal["blocks", "trials"] = "blocks"
+    # Under user personas (passhat.results.gate_personas): the one persona whose trials this
+    # criterion reads, and how many personas its confidence was split over (Bonferroni).
+    persona: str | None = None
+    split: int = 1
 
     @property
     def alpha(self) -> float:
@@ -120,9 +125,10 @@ class Criterion:
         return self.bets == "trials" and self.k > 1
 
     def describe(self) -> str:
+        user = "" if self.persona is None else f" [persona {self.persona}]"
         if self.kind == "absolute":
-            return f"pass^{self.k} >= {self.threshold:g}"
-        return f"pass^{self.k} not worse than baseline by more than {self.max_drop:g}"
+            return f"pass^{self.k} >= {self.threshold:g}{user}"
+        return f"pass^{self.k} not worse than baseline by more than {self.max_drop:g}{user}"
 
 
 def parse_requirement(text: str, confidence: float = DEFAULT_CONFIDENCE) -> Criterion:
@@ -364,6 +370,8 @@ def evaluate(criterion: Criterion, candidate: Rounds, baseline: "Rounds | None" 
     itself); the result says that share and the estimate with them as failures."""
     k, alpha = criterion.k, criterion.alpha
     threshold = math.log(1 / alpha)
+    if criterion.persona is not None:  # that persona's trials only, never another user's
+        candidate = of_user(candidate, criterion.persona)
     data = merged(candidate)
     if criterion.kind == "regression":
         if baseline is None:

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 from xml.etree import ElementTree as ET
 
 from passhat.results.gate import CriterionResult, overall
+from passhat.results.gate_personas import bonferroni_note
 
 def _num(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(x, 4)
@@ -37,6 +38,10 @@ def gate_record(gate_id: str, results: Sequence[CriterionResult], *, rounds: lis
                 "k": r.criterion.k,
                 "confidence": r.criterion.confidence,
                 "verdict": r.verdict,
+                # Under personas: whose trials it read, and over how many personas alpha was split.
+                **({} if r.criterion.persona is None else {"persona": r.criterion.persona,
+                                                           "split": r.criterion.split,
+                                                           "family_alpha": round(r.criterion.alpha * r.criterion.split, 6)}),
                 "futile": r.futile,
                 "estimate": _num(r.estimate),
                 # The same with every not-evaluable trial counted as a failure (the PASS test's reading).
@@ -59,6 +64,11 @@ def gate_record(gate_id: str, results: Sequence[CriterionResult], *, rounds: lis
             for r in results
         ],
     }
+
+
+def _confidence(c: dict[str, Any]) -> str:
+    """A criterion's confidence; a split one (personas) to the hundredth of a percent."""
+    return f"{c['confidence']:.2%}" if c.get("persona") is not None else f"{c['confidence']:.0%}"
 
 
 def _fmt(x: float | None) -> str:
@@ -87,7 +97,7 @@ def markdown(record: dict[str, Any]) -> str:
     ]
     for c in record["criteria"]:
         missing = c["trials"] - c["evaluable"]
-        lines.append(f"| {c['criterion']} | {c['confidence']:.0%} | {c['verdict']} | {_fmt(c['estimate'])} | "
+        lines.append(f"| {c['criterion']} | {_confidence(c)} | {c['verdict']} | {_fmt(c['estimate'])} | "
                      f"{_fmt(c.get('estimate_if_failed'))} | "
                      f"{_fmt(c['low'])} – {_fmt(c['high'])} ({c['interval_coverage']:.0%} two-sided) | "
                      f"{missing}/{c['trials']} ({1 - c['coverage'] if c['trials'] else 0:.0%}) |")
@@ -96,6 +106,9 @@ def markdown(record: dict[str, Any]) -> str:
               f"design of {per_task} trials on every task (--max-trials){saved}. Cost: {record['cost_usd']:.4g} USD."]
     if record["stopped"]:
         lines.append(f"Stopped: {record['stopped']}.")
+    note = bonferroni_note(record["criteria"])
+    if note:
+        lines.append(note)
     for c in record["criteria"]:
         below = [t["task"] for t in c["tasks"] if t["passed"] is False]
         if below:
@@ -126,8 +139,12 @@ def junit(record: dict[str, Any]) -> str:
         suite = ET.SubElement(root, "testsuite", name=c["criterion"], tests=str(len(c["tasks"]) + 1),
                               failures=str(failures), skipped=str(skipped), errors="0")
         verdict = ET.SubElement(suite, "testcase", classname=c["criterion"], name="verdict")
-        about = (f"{c['verdict']} at {c['confidence']:.0%}: plug-in estimate {_fmt(c['estimate'])}, "
+        about = (f"{c['verdict']} at {_confidence(c)}: plug-in estimate {_fmt(c['estimate'])}, "
                  f"{c['interval_coverage']:.0%} interval {_fmt(c['low'])}-{_fmt(c['high'])}")
+        if c.get("persona") is not None:
+            verdict.set("persona", c["persona"])
+            about += (f"; persona {c['persona']}, alpha {c['family_alpha']:g} split over {c['split']} "
+                      f"personas (Bonferroni)")
         if c["verdict"] == "FAIL":
             ET.SubElement(verdict, "failure", message=about)
         elif c["verdict"] == "INCONCLUSIVE":

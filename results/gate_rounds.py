@@ -20,6 +20,7 @@ from passhat.results.gate import (
     merged,
     unit_trials,
 )
+from passhat.results.gate_personas import of_user
 
 
 # How many times a round continues a trial it left not evaluable, from its recorded steps,
@@ -87,6 +88,8 @@ def next_round(criteria: Sequence[Criterion], candidate: Rounds, baseline: Round
     open_ = [r for r in results if not r.decided]
     if any(r.verdict == FAIL for r in results):  # the gate's verdict is FAIL whatever the rest says
         return [], None
+    if any(c.persona is not None for c in criteria):  # a round runs a task under every user alike
+        candidate = of_user(candidate, None)
     chosen = open_tasks(criteria, candidate, max_trials, open_) if open_ else []
     if chosen or not open_:
         return chosen, None

@@ -22,6 +22,7 @@ from passhat.infra import review_store
 
 BLAMED_ON_USER = "failed trials the review blames on the user simulator"
 SENSITIVITY = "pass^k leaving those trials out (sensitivity only, NOT the official figure)"
+TAU2_USER = "tau2-user"  # tau2's own user, beside the personas (`--user-persona`)
 
 
 def review_json(row) -> dict[str, Any]:  # noqa: ANN001 - a ReviewRow
@@ -93,19 +94,40 @@ def summary(store, run_id: str, review_key: str | None = None) -> dict[str, Any]
             "pass_hat_k": _pass_hat(mine, set()),
             "pass_hat_k_without_user_blamed": _pass_hat(mine, user_blamed),
         }
+        if any(t.user_persona is not None for t in mine):
+            models[model]["users"] = _by_user(mine, user_blamed)
     first = rows[0]
     return {"run_id": run_id, "review_key": key, "judge_model": first.judge_model,
             "prompt_version": first.prompt_version, "trials": len(rows),
             "cost_usd": review_store.review_cost(store, run_id, key), "models": models}
 
 
+def _by_user(trials: list[Any], user_blamed: set[str]) -> dict[str, dict[str, Any]]:
+    """Per user (TAU2_USER, then each persona): is the simulated user still playing its
+    task? Its failed scored trials, the share of them the review blames on the user
+    simulator, and its pass^k beside the same without those trials (sensitivity only)."""
+    out = {}
+    for persona in sorted({t.user_persona for t in trials}, key=lambda p: (p is not None, p or "")):
+        mine = [t for t in trials if t.user_persona == persona]
+        failed = [t for t in mine if t.status == TRIAL_SCORED and t.success is False]
+        blamed = sum(t.trial_id in user_blamed for t in failed)
+        out[persona or TAU2_USER] = {
+            "failed": len(failed), "blamed_on_user": blamed,
+            "blamed_share": round(blamed / len(failed), 4) if failed else None,
+            "pass_hat_k": _pass_hat(mine, set()),
+            "pass_hat_k_without_user_blamed": _pass_hat(mine, user_blamed),
+        }
+    return out
+
+
 def _pass_hat(trials: list[Any], left_out: set[str]) -> dict[str, float]:
     """pass^k over the tasks (mean over tasks of each task's pass^j) from the scored
-    trials, those in left_out removed."""
-    by_task: dict[tuple[str, str], list[bool]] = defaultdict(list)
+    trials, those in left_out removed; a task under each user persona is a task of its
+    own (never pooled with another user's trials)."""
+    by_task: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
     for t in trials:
         if t.status == TRIAL_SCORED and t.reward is not None and t.trial_id not in left_out:
-            by_task[(t.domain, t.task_id)].append(is_success(t.reward))
+            by_task[(t.domain, t.task_id, t.user_persona or "")].append(is_success(t.reward))
     return metrics.mean_over_tasks([metrics.pass_hat_curve(sum(v), len(v)) for v in by_task.values() if v])
 
 
@@ -121,4 +143,14 @@ def lines(data: dict[str, Any]) -> list[str]:
         without = " ".join(f"pass^{j} {v:.3f}" for j, v in m["pass_hat_k_without_user_blamed"].items())
         out.append(f"    pass^k (official): {official}")
         out.append(f"    {SENSITIVITY}: {without}")
+        for user, u in m.get("users", {}).items():
+            share = "-" if u["blamed_share"] is None else f"{u['blamed_share']:.0%}"
+            out.append(f"    user {user}: {u['blamed_on_user']} of {u['failed']} failed trial(s) blamed on the "
+                       f"user simulator ({share})")
+            out.append(f"      pass^k (official): {_curve(u['pass_hat_k'])}")
+            out.append(f"      {SENSITIVITY}: {_curve(u['pass_hat_k_without_user_blamed'])}")
     return out
+
+
+def _curve(values: dict[str, float]) -> str:
+    return " ".join(f"pass^{j} {v:.3f}" for j, v in values.items()) or "-"

@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         measure_record,
     )
     from passhat.results import gate_rounds
+    from passhat.results.gate_personas import outcome_keys
     from passhat.workflows.run import RunRequest, RunWorkflow
 
 
@@ -79,6 +80,11 @@ class RoundsRequest(BaseModel):
 
     def tasks(self) -> list[str]:
         return [f"{d}/{t}" for d in self.config.domains for t in self.config.task_ids[d]]
+
+    def outcome_keys(self) -> list[str]:
+        """What the rounds' outcomes are keyed by: each task, and each task under each user
+        persona (its own unit: passhat.results.gate_personas); without personas, the tasks."""
+        return outcome_keys(self.tasks(), list(self.config.user_personas))
 
     def round_config(self, r: int, chosen: list[str], spent: float) -> RunConfig:
         """Round r's run: the chosen tasks, each one block of trials, with what is left
@@ -123,7 +129,7 @@ class RoundsWorkflow:
         stopped: str | None = None
         while True:
             data = await workflow.execute_activity_method(
-                ResultActivities.round_outcomes, RoundOutcomesRequest(run_ids=done, tasks=req.tasks()), **opts)
+                ResultActivities.round_outcomes, RoundOutcomesRequest(run_ids=done, tasks=req.outcome_keys()), **opts)
             spent = await workflow.execute_activity_method(ResultActivities.runs_cost, done, **opts)
             choice: Choice = await workflow.execute_activity(
                 choose_round, ChoiceRequest(measure=req.measure, rounds=data), **computing)
@@ -141,10 +147,10 @@ class RoundsWorkflow:
                 stopped = "the budget (--max-cost) ran out during the round"
                 break
         data = await workflow.execute_activity_method(
-            ResultActivities.round_outcomes, RoundOutcomesRequest(run_ids=done, tasks=req.tasks()), **opts)
+            ResultActivities.round_outcomes, RoundOutcomesRequest(run_ids=done, tasks=req.outcome_keys()), **opts)
         cost = await workflow.execute_activity_method(ResultActivities.runs_cost, done, **opts)
         return await workflow.execute_activity(measure_record, RecordRequest(
-            measure=req.measure, run_id=config.run_id, rounds=done, outcomes=data, tasks=len(req.tasks()),
+            measure=req.measure, run_id=config.run_id, rounds=done, outcomes=data, tasks=len(req.outcome_keys()),
             fixed_trials=req.fixed_trials, cost_usd=cost, stopped=stopped, seed_offset=req.seed_offset,
         ), **computing)
 

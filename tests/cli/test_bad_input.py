@@ -202,7 +202,15 @@ CASES: list[Case] = [
         error="passhat run --adaptive does not take --user-persona yet"),
     Case("persona-gate", ("gate", "--domain", "airline", *AGENTS, "--require", "pass^1 >= 0.5",
                           "--user-persona", "impatient", "--run-id", "persona-gate"),
-         "passhat gate does not take --user-persona yet"),
+         "with --user-persona, say which personas the criteria are checked under: --personas all, or some of "
+         "impatient:1 separated by commas"),
+    Case("persona-gate-unknown", ("gate", "--domain", "airline", *AGENTS, "--require", "pass^1 >= 0.5",
+                                  "--user-persona", "impatient", "--personas", "confused", "--run-id", "persona-gate-unknown"),
+         "--personas confused: confused is not one of this gate's personas (impatient:1); give 'all' or some of "
+         "them separated by commas"),
+    Case("persona-gate-baseline", ("gate", "--domain", "airline", *AGENTS, "--baseline", "r", "--max-drop", "0.1",
+                                   "--user-persona", "impatient", "--personas", "all", "--run-id", "persona-gate-baseline"),
+         "--baseline with --user-persona is not supported yet"),
     run("--agent", "no_such_agent", run_id="unknown-agent",
         error="unknown --agent 'no_such_agent'; tau2's agent registry has: llm_agent, llm_agent_gt"),
     run("--task-file", "{files}/wrong-argument.json", run_id="task-file-wrong-argument",
