@@ -166,8 +166,8 @@ class ReviewActivities:
     def _reviewer(self, ref: ReviewRef) -> tuple[TrialSpec, PassHatReviewer | Tau2Reviewer]:
         trial = self.store.get_trial(ref.trial_id)
         config = self.store.get_run(trial.run_id).run_config()
-        unit = next(u for u in config.units() if (u.agent_model, u.domain, u.task_id)
-                    == (trial.agent_model, trial.domain, trial.task_id))
+        unit = next(u for u in config.units() if (u.agent_model, u.domain, u.task_id, u.user_persona)
+                    == (trial.agent_model, trial.domain, trial.task_id, trial.user_persona))
         spec = unit.trial(trial.trial_index).model_copy(update={"retry": ref.request.retry})
         domain = get_domain(trial.domain)
         steps = [(row.step, row.message_list()) for row in self.store.steps(trial.trial_id)]
@@ -175,8 +175,8 @@ class ReviewActivities:
             if ref.request.prompt_version != tau2_review.prompt_version():
                 raise ApplicationError(f"this review asks for the reviewer of {ref.request.prompt_version}, "
                                        f"but the worker runs {tau2_review.prompt_version()}", non_retryable=True)
-            return spec, Tau2Reviewer(domain, trial.task_id, steps)
-        return spec, PassHatReviewer(domain, trial, steps)
+            return spec, Tau2Reviewer(domain, trial.task_id, steps, unit.user_persona_text)
+        return spec, PassHatReviewer(domain, trial, steps, unit.user_persona_text)
 
     async def _ask(self, ref: ReviewRef, spec: TrialSpec, heartbeat: Heartbeat, rid: str, call: int,
                    messages: list[dict]) -> str | None:
@@ -221,11 +221,13 @@ class ReviewActivities:
 class PassHatReviewer:
     """passhat's own review (tau2 26.3): passhat's prompt, taxonomy and checks."""
 
-    def __init__(self, domain, trial, steps: list[tuple[int, list[Message]]]):  # noqa: ANN001
+    def __init__(self, domain, trial, steps: list[tuple[int, list[Message]]],  # noqa: ANN001
+                 persona: str | None):
         self.steps = steps
         outcome = (f"ended: {trial.termination_reason}; reward {trial.reward}; "
                    f"{'success' if trial.success else 'failure'} by the benchmark's check")
-        self.request = judging.request_messages(domain.policy(), domain.task(trial.task_id), steps, outcome)
+        self.request = judging.request_messages(domain.policy(), domain.task(trial.task_id), steps, outcome,
+                                                persona)
 
     def read(self, reply: str | None, cost: float | None) -> dict[str, Any]:
         return judging.parse_review(reply, self.steps)
@@ -238,9 +240,10 @@ class Tau2Reviewer:
     """tau2 1.0.x's own reviewer: its request, its reading of the reply; the review kept
     both in passhat's shape and as tau2's Review (for tau2 exports)."""
 
-    def __init__(self, domain, task_id: str, steps: list[tuple[int, list[Message]]]):  # noqa: ANN001
+    def __init__(self, domain, task_id: str, steps: list[tuple[int, list[Message]]],  # noqa: ANN001
+                 persona: str | None):
         self.domain, self.task_id = domain, task_id
-        self.trajectory = tau2_review.Trajectory(steps)
+        self.trajectory = tau2_review.Trajectory(steps, persona)
         self.request = tau2_review.request_messages(domain, task_id, self.trajectory)
         self.auth_request = tau2_review.auth_request_messages(self.trajectory)
 

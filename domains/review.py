@@ -23,8 +23,9 @@ import re
 from typing import Any
 
 from passhat.contracts import Message, TaskInfo
+from passhat.personas import with_persona
 
-PROMPT_VERSION = "passhat-review-2"
+PROMPT_VERSION = "passhat-review-3"  # 3: a persona trial's judge is shown the persona
 
 SIDES = ("agent", "user")
 SEVERITIES = ("low", "medium", "high")
@@ -108,14 +109,17 @@ An empty list of errors is a valid answer."""
 
 
 def request_messages(policy: str, task: TaskInfo, steps: list[tuple[int, list[Message]]],
-                     outcome: str) -> list[dict[str, Any]]:
+                     outcome: str, persona: str | None = None) -> list[dict[str, Any]]:
     """The judge's request (OpenAI chat format) for one trial: `steps` as recorded
-    (step number, its messages), `outcome` a line on how it ended and was scored."""
+    (step number, its messages), `outcome` a line on how it ended and was scored,
+    `persona` the persona text the user simulator was given (None: tau2's own user). The
+    judge sees the persona among the user's instructions, as the simulator did: a user who
+    plays its persona is not off its scenario."""
     categories = "\n".join(f"  - {name}: {meaning}" for name, meaning in TAXONOMY.items())
     expected = [a.model_dump() for a in task.gold_actions]
     body = (
         f"<policy>\n{policy}\n</policy>\n\n"
-        f"<user_instructions>\n{task.user_scenario}\n</user_instructions>\n\n"
+        f"<user_instructions>\n{with_persona(str(task.user_scenario), persona)}\n</user_instructions>\n\n"
         f"<expected_actions>\n{json.dumps(expected)}\n</expected_actions>\n\n"
         f"<information_to_communicate>\n{json.dumps(task.communicate_info)}\n</information_to_communicate>\n\n"
         f"<outcome>\n{outcome}\n</outcome>\n\n"

@@ -83,9 +83,11 @@ def is_tau2_prompt(version: str) -> bool:
 
 class Trajectory:
     """One trial's conversation as tau2 reviews it: tau2's messages (turn_idx 0..n-1),
-    and for each turn the step it was recorded in."""
+    for each turn the step it was recorded in, and the persona text the user simulator
+    was given (passhat.personas), None for tau2's own user."""
 
-    def __init__(self, steps: list[tuple[int, list[Message]]]):
+    def __init__(self, steps: list[tuple[int, list[Message]]], persona: str | None = None):
+        self.persona = persona
         step_of = {id(m): step for step, messages in steps for m in messages}
         turns = to_tau2_turns([m for _, messages in steps for m in messages])
         self.messages = [turn for turn, _ in turns]
@@ -111,8 +113,13 @@ def _run_reviewer(domain: Any, task_id: str, trajectory: Trajectory, generate: A
     from tau2.evaluator import review_llm_judge as module
     from tau2.user.user_simulator import get_global_user_sim_guidelines
 
+    from passhat.personas import with_persona
+
+    # The reviewer is shown the guidelines the user simulator had: under a persona, with
+    # the persona's section, so that playing the persona is not taken for the simulator's error.
+    guidelines = with_persona(get_global_user_sim_guidelines(), trajectory.persona)
     user_info = UserInfo(implementation="user_simulator", llm=None, llm_args=None,
-                         global_simulation_guidelines=get_global_user_sim_guidelines())
+                         global_simulation_guidelines=guidelines)
     with _capture_lock:
         real = module.generate
         module.generate = generate

@@ -169,6 +169,30 @@ def test_a_wrong_quote_is_sent_back_once_garbage_is_not_reviewable_and_judges_ke
     store.close()
 
 
+def test_the_judge_is_shown_the_persona_a_trial_ran_under_and_only_that_trial(env):
+    """A user playing its persona is not off its scenario: the judge of a persona trial
+    sees the persona among the user's instructions (once), tau2's own user's trial none."""
+    from passhat.personas import SECTION_OPEN, builtin_text
+
+    [task] = _tasks_with_agent_writes(1)
+    ran = passhat("run", "--domain", "airline", "--task", task, "--trials", "1", "--agent-model", FAILING_AGENT,
+                  "--user-model", "scripted/oracle", "--user-persona", "confused:2", "--run-id", "persona-judged",
+                  "--yes", env=env)
+    assert ran.returncode in (0, 1), ran.stderr
+    with FaultServer(responder=ScriptedResponder(["airline"])) as srv:
+        done = passhat("review", "persona-judged", "--judge-model", "openai/reviewer", "--judge-args",
+                       json.dumps(http_args(srv.url)), "-o", "json", env=env)
+        assert done.returncode == 0, done.stderr
+        shown = [json.dumps(r["messages"]) for r in srv.requests if "messages" in r]
+    persona = json.dumps(builtin_text("confused", 2))[1:-1]  # as it appears inside the JSON text
+    assert json.loads(done.stdout)["review"]["reviewed"] == 2
+    # Two trials, each one review request (and, on 1.0.x, one authentication request):
+    # the persona trial's review holds the persona once, nothing else holds any persona.
+    assert len(shown) == 2 * (1 + AUTH_CALLS)
+    assert sorted(s.count(persona) for s in shown) == [0] * (1 + 2 * AUTH_CALLS) + [1]
+    assert sum(SECTION_OPEN in s for s in shown) == 1
+
+
 def test_max_cost_stops_the_review_at_the_budget(env, tmp_path):
     from passhat.infra import review_store
     from passhat.infra.store import Store
