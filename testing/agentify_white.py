@@ -25,11 +25,11 @@ import io
 import os
 import subprocess
 import tarfile
-import time
 import tomllib
-import urllib.request
 from pathlib import Path
 
+from passhat.testing.a2a_agents import wait_for_card
+from passhat.testing.fault_server import stop_process
 from passhat.testing.harness import free_port
 
 MIRROR = Path(os.environ.get("PASSHAT_TAU2_MIRROR", "/work/.mirror/sierra-research+tau2-bench/repo"))
@@ -108,30 +108,15 @@ class WhiteAgent:
             self.proc = subprocess.Popen([str(python), "-c", _LAUNCH, str(self.port)], env=env, cwd=experiment,
                                          stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
-    def wait_ready(self, timeout: float = 300) -> None:
-        """Until its card answers (it imports litellm first: seconds on a busy machine)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                urllib.request.urlopen(f"{self.url}/.well-known/agent-card.json", timeout=5).close()
-                return
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"the white agent did not start; see {self.log}") from None
-                time.sleep(0.2)
-
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
     def __enter__(self) -> WhiteAgent:
-        self.wait_ready()
+        try:
+            wait_for_card(self.url, self.proc, self.log)
+        except RuntimeError:
+            self.stop()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
