@@ -25,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -47,6 +46,7 @@ class AgentProcess:
     """The reference A2A agent in a process of its own, its model the scripted one."""
 
     def __init__(self, model_url: str, port: int, log: Path):
+        from passhat.testing.a2a_agents import wait_for_card
         from passhat.testing.scripted_http import TEST_KEY_ENV, http_args
 
         http_args(model_url)  # sets the loopback key variable the agent reads
@@ -56,16 +56,11 @@ class AgentProcess:
                 [sys.executable, str(ROOT / "examples" / "a2a_agent" / "agent.py"), "--port", str(port),
                  "--model", "openai/oracle", "--api-base", f"{model_url}/v1", "--api-key-env", TEST_KEY_ENV],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while True:  # until its card answers (it imports litellm first), bounded
-            try:
-                urllib.request.urlopen(f"{self.url}/.well-known/agent-card.json", timeout=2).close()
-                return
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"the A2A agent did not start; see {log}") from None
-                time.sleep(0.2)
+        try:
+            wait_for_card(self.url, self.proc, log, timeout=120)
+        except RuntimeError:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -391,13 +391,9 @@ class ModelServer:
         return cpu_of(self.proc.pid)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        from passhat.testing.fault_server import stop_process
+
+        stop_process(self.proc)
 
 
 # --------------------------------------------------------------------------- the runners

@@ -19,6 +19,7 @@ from passhat.cli.common import check_output, one_line_errors, open_store, out_co
 from passhat.cli.preview import CONFIRM_ABOVE
 from passhat.cli.rounds import run_rounds
 from passhat.cli.run_options import RunOptions, UserInputError, given_on_command_line, with_run_options
+from passhat.domains.a2a_protocol import is_a2a
 from passhat.results.gate_rounds import round_trials
 from passhat.results.gate_units import curtailed_baseline_refusal
 
@@ -77,7 +78,7 @@ def gate(
     if "trials" in given_on_command_line(ctx):
         raise UserInputError("passhat gate chooses the trials per task round by round; "
                              "bound them with --max-trials N")
-    if len(options.agent_models) != 1:
+    if len(options.agent_models) != 1 and not is_a2a(options.agent):  # an A2A agent is its own model
         raise UserInputError("passhat gate decides for one --agent-model at a time")
     base = build_config(options)
     criteria = _persona_criteria(criteria, settings, list(base.user_personas))

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from passhat.cli import plots
 from passhat.cli.render import diagnosis_lines, error_words, trial_links
-from passhat.cli.report_text import leaderboard_line
+from passhat.cli.report_text import agent_lines, leaderboard_line
 from passhat.contracts import DEFAULT_AGENT, Message, outcome_label, trial_workflow_id
 from passhat.results.report import ACROSS_VERSIONS_NOTE, MISSING, REWARD_PARTS, GroupReport, Report, RunReport
 
@@ -147,6 +147,8 @@ def _status(report: Report) -> str:
         out.append(f'<p class="tau2">{_e(run.run_id)}: {_e(run.tau2())}</p>')
         if run.agent != DEFAULT_AGENT:
             out.append(f'<p class="agent">{_e(run.run_id)} agent: {_e(run.agent)}</p>')
+        # what the agent was (an A2A agent's card, a plugin's code), as the text report says it
+        out += [f'<p class="agent">{_e(run.run_id)} {_e(line)}</p>' for line in agent_lines(run)]
         for name, digest in run.domain_digests.items():
             out.append(f'<p class="digest">{_e(run.run_id)} domain {_e(name)}: {_e(digest_line(digest))}</p>')
         if run.departures:

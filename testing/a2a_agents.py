@@ -16,8 +16,10 @@ import asyncio
 import functools
 import importlib.util
 import sys
+import subprocess
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +77,52 @@ def fixed_reply_agent(text: str) -> Any:
     return Fixed("none")
 
 
+# How it closes early: as the scripted agents close a task (scripted_review.CLOSINGS), so
+# the scripted judge blames the agent for what it left undone, not the user for stopping.
+QUIT = "Your request has been handled."
+
+
+def parting_agent(model: str, model_args: dict[str, Any]) -> Any:
+    """The reference agent forwarding to `model`, but every second context of a task
+    (counted by its first message, which names the task) gives up after its first tool
+    action: it tells the user it is done instead of going on. Two trials of a task
+    that has more to do after that action: one passes, the other parts from the gold
+    path there."""
+    from passhat.domains.a2a_protocol import RESPOND, UnparsableReply, parse_action
+
+    base = example().ChatAgent
+
+    def acted(history: list[dict[str, str]]) -> bool:
+        for m in history:
+            if m["role"] == "assistant":
+                try:
+                    if parse_action(m["content"]).name != RESPOND:
+                        return True
+                except UnparsableReply:
+                    pass
+        return False
+
+    class Parting(base):
+        def __init__(self) -> None:
+            super().__init__(model, chat_agent(model, model_args).model_args)
+            self.seen: dict[str, int] = {}  # first message -> contexts that opened with it
+            self.quitters: set[str] = set()
+
+        async def answer(self, context_id: str, text: str) -> str:
+            history = self.histories.get(context_id)
+            if history is None:
+                self.seen[text] = self.seen.get(text, 0) + 1
+                if self.seen[text] % 2 == 0:
+                    self.quitters.add(context_id)
+            elif context_id in self.quitters and acted(history):
+                reply = f'<json>{{"name": "{RESPOND}", "arguments": {{"content": "{QUIT}"}}}}</json>'
+                history += [{"role": "user", "content": text}, {"role": "assistant", "content": reply}]
+                return reply
+            return await super().answer(context_id, text)
+
+    return Parting()
+
+
 def hanging_agent(release: threading.Event, reply_as: str = "message") -> Any:
     """An agent that never answers until `release` is set (bounded: 300 s); with
     reply_as="task", its task is announced first, as the reference agent's is."""
@@ -86,6 +134,20 @@ def hanging_agent(release: threading.Event, reply_as: str = "message") -> Any:
             return "released"
 
     return Hanging("none", reply_as=reply_as)
+
+
+def wait_for_card(url: str, proc: subprocess.Popen, log: Path, timeout: float = 300) -> None:
+    """Until the agent process `proc` serving `url` answers with its card (it imports
+    litellm first: seconds on a busy machine); RuntimeError if it ends or takes longer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/.well-known/agent-card.json", timeout=5).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the A2A agent at {url} did not start; see {log}") from None
+            time.sleep(0.2)
 
 
 class A2AAgentServer:

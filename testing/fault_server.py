@@ -534,13 +534,19 @@ class SubprocessFaultServer:
         urllib.request.urlopen(urllib.request.Request(self.url + "/reset", method="POST"), timeout=5).close()
 
     def __exit__(self, *exc) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc:
+            stop_process(self.proc)
+
+
+def stop_process(proc: subprocess.Popen, grace: float = 10) -> None:
+    """SIGTERM a child process, SIGKILL it if it has not ended after `grace` seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _main(argv: list[str] | None = None) -> None:

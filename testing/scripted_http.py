@@ -45,6 +45,10 @@ name (`oracle`, `noisy-P`), the request's `seed` and the task decide whether a n
 agent succeeds, with the same seeded draw passhat.infra.scripted_provider uses, so a
 trial answers the same over HTTP as in process.
 
+`play` answers every request as that scripted model (`oracle`, `noisy-P`), whatever model
+it names: for an agent whose model is fixed in its code, such as tau2-bench's agentify
+white agent (`openai/gpt-4o`).
+
 `latency` delays each answer on the server's event loop (other requests proceed).
 `freeze()` makes answers wait at a gate (after their latency) until `thaw()`: tests use
 it to hold every model call of a run in flight before killing something, and `held` says
@@ -150,11 +154,13 @@ class ScriptedResponder:
         *,
         latency: float = 0.0,
         max_hold_s: float = 300.0,
+        play: str | None = None,
     ):
         # Built here, once per domain: the responder runs on the server's event loop,
         # where loading tau2 data would stall every request.
         self.indexes = [_DomainIndex(d) for d in domains]
         self.latency = latency
+        self.play = play
         self.max_hold_s = max_hold_s
         self._lock = threading.Lock()
         self._open = True
@@ -227,7 +233,7 @@ class ScriptedResponder:
         if messages and messages[0].get("role") == "system":
             system = message_text(messages[0].get("content"))
             messages = messages[1:]
-        model = str(body.get("model", ""))
+        model = self.play or str(body.get("model", ""))
         if model.rsplit("/", 1)[-1] in scripted_review.MODELS:  # a review judge (passhat review)
             return scripted_review.review_turn(model, list(body.get("messages") or []))  # its system prompt too
         seed = body.get("seed")
