@@ -113,7 +113,7 @@ async def _exchange(activities: Any, ref: StepRef, heartbeat: Heartbeat, rows: l
             await a2a_client.cancel(url, noted["a2a_task"])
         raise
     except a2a_client.A2AAgentFailure as err:
-        return await _failed(activities, await _reply_step(activities, ref, mcp_url), heartbeat,
+        return await _failed(activities, await _reply_step(activities, ref, heartbeat, mcp_url), heartbeat,
                              err.error_class, str(err), err.reply, details)
     except a2a_client.A2AUnavailable as err:
         raise ApplicationError(f"A2A agent at {url}: {err}", {"status_code": err.status_code},
@@ -123,7 +123,7 @@ async def _exchange(activities: Any, ref: StepRef, heartbeat: Heartbeat, rows: l
     details.update(latency_s=reply.latency_s, finish_reason=reply.state)
     new_state = {"context_id": reply.context_id or context_id, "task_id": reply.task_id, "state": reply.state}
     if context_id and reply.context_id and reply.context_id != context_id:
-        return await _failed(activities, await _reply_step(activities, ref, mcp_url), heartbeat,
+        return await _failed(activities, await _reply_step(activities, ref, heartbeat, mcp_url), heartbeat,
                              "A2AContextChanged",
                              f"the agent answered in context {reply.context_id}, not the trial's {context_id}",
                              reply.text, details)
@@ -131,7 +131,7 @@ async def _exchange(activities: Any, ref: StepRef, heartbeat: Heartbeat, rows: l
         activity.logger.info("A2A turn %s#%s answered on attempt %s", spec.trial_id, ref.step, activity.info().attempt)
     if mcp_url is not None:  # the reply is the agent's words to the user
         if not reply.text.strip():
-            return await _failed(activities, await _reply_step(activities, ref, mcp_url), heartbeat,
+            return await _failed(activities, await _reply_step(activities, ref, heartbeat, mcp_url), heartbeat,
                                  "A2AEmptyReply", "the agent's reply has no text for the user", None, details)
         message = Message(role="assistant", content=reply.text)
     else:
@@ -140,18 +140,18 @@ async def _exchange(activities: Any, ref: StepRef, heartbeat: Heartbeat, rows: l
         except protocol.UnparsableReply as err:
             return await _failed(activities, ref, heartbeat, "A2AUnparsableReply", str(err), reply.text, details)
     return await activities._record_paid(
-        await _reply_step(activities, ref, mcp_url), heartbeat, "assistant", [message], spec.trial_id,
+        await _reply_step(activities, ref, heartbeat, mcp_url), heartbeat, "assistant", [message], spec.trial_id,
         agent_state_json=json.dumps({"a2a": new_state, "stop": False}), **details)
 
 
-async def _reply_step(activities: Any, ref: StepRef, mcp_url: str | None) -> StepRef:
+async def _reply_step(activities: Any, ref: StepRef, heartbeat: Heartbeat, mcp_url: str | None) -> StepRef:
     """Where the turn's reply is recorded: at its own step (text mode), or after the tool
     calls the agent made during the turn (MCP mode), once the trial's MCP path is closed
     and the calls under way are recorded."""
     if mcp_url is None:
         return ref
-    await mcp_tools.close_trial(ref.trial)
-    rows = await asyncio.to_thread(activities.store.steps, ref.trial.trial_id)
+    await heartbeat.around(mcp_tools.close_trial(ref.trial))
+    rows = await heartbeat.around(asyncio.to_thread(activities.store.steps, ref.trial.trial_id))
     return ref.model_copy(update={"step": max((row.step for row in rows), default=-1) + 1})
 
 
