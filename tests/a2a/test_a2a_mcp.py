@@ -10,25 +10,15 @@ from __future__ import annotations
 import json
 
 import httpx2
-import pytest
 
 from passhat.testing.a2a_agents import A2AAgentServer, chat_agent, example
-from passhat.testing.fault_server import FaultServer
-from passhat.testing.scripted_http import ScriptedResponder, http_args
-from tests.runs import config, run_to_end
-
-TASKS = ["0", "1", "2", "3"]
-
-
-@pytest.fixture(scope="module")
-def oracle_model():
-    with FaultServer(responder=ScriptedResponder(["airline"])) as srv:
-        yield srv
+from passhat.testing.scripted_http import http_args
+from tests.a2a.test_a2a_agent import TASKS, a2a_config, oracle_model  # noqa: F401 - a fixture
+from tests.runs import run_to_end
 
 
 def mcp_config(agent: A2AAgentServer, **overrides):
-    return config(**{"agent": f"a2a:{agent.url}", "agent_models": [], "user_model": "scripted/oracle",
-                     "agent_tools": "mcp", "task_ids": TASKS, "trials": 1, **overrides})
+    return a2a_config(agent, agent_tools="mcp", **overrides)
 
 
 def tool_calls(store, trial_id: str) -> list:
@@ -157,3 +147,15 @@ async def test_the_url_of_a_trial_whose_turn_is_not_in_flight_is_refused(client,
         ended = await http.post(url, content=json.dumps(body), headers=headers)
         forged = await http.post(url.rsplit("/", 1)[0] + "/" + "0" * 40, content=json.dumps(body), headers=headers)
     assert ended.status_code == forged.status_code == 404
+
+
+async def test_a_dropped_write_over_mcp_fails_with_the_diagnosis_naming_it(client, sqlite_store, oracle_model):
+    # skip-write: the oracle that leaves out the task's first write (task 2: send_certificate)
+    with A2AAgentServer(chat_agent("openai/skip-write", http_args(oracle_model.url))) as agent:
+        cfg = mcp_config(agent, task_ids=["2"])
+        await run_to_end(client, sqlite_store, cfg)
+    [trial] = sqlite_store.trials(cfg.run_id)
+    assert (trial.status, trial.reward) == ("scored", 0.0)
+    diagnosis = sqlite_store.trial_diagnosis(cfg.run_id, trial.trial_id)
+    assert diagnosis["first_off_path"]["kind"] == "skipped_write"
+    assert diagnosis["first_off_path"]["tool"] == "send_certificate"
