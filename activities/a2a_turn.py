@@ -79,8 +79,8 @@ async def a2a_turn(activities: Any, ref: StepRef) -> StepResult:
     mcp_url = await mcp_tools.open_trial(spec, activity.client(), activities.store, ref.step)
     try:
         return await _exchange(activities, ref, heartbeat, rows, mcp_url)
-    finally:
-        await mcp_tools.close_trial(spec)
+    finally:  # (a recorded reply waited for its calls: _reply_step)
+        await mcp_tools.close_trial(spec, wait=False)
 
 
 async def _exchange(activities: Any, ref: StepRef, heartbeat: Heartbeat, rows: list[Any],

@@ -84,10 +84,11 @@ async def open_trial(spec: TrialSpec, client: Any, store: Any, turn: int) -> str
     return f"{base}{_PATH}{token(spec.trial_id)}"
 
 
-async def close_trial(spec: TrialSpec) -> None:
-    """Take no more calls of the trial's, and wait for the ones under way to be recorded."""
+async def close_trial(spec: TrialSpec, wait: bool = True) -> None:
+    """Take no more calls of the trial's, and (`wait`) wait for the ones under way to be
+    recorded."""
     entry = _open.pop(token(spec.trial_id), None)
-    if entry is not None:
+    if entry is not None and wait:
         await entry.idle.wait()
 
 
