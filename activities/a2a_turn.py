@@ -33,6 +33,7 @@ from passhat.activities.conversation import (
 )
 from passhat.domains import a2a_protocol as protocol
 from passhat.domains.registry import get_domain
+from passhat.activities import mcp_tools
 from passhat.infra import a2a_client, secrets
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -40,13 +41,15 @@ from temporalio.exceptions import ApplicationError
 from passhat.contracts import Message, StepRef, StepResult, TrialSpec
 
 
-def _outgoing(spec: TrialSpec, rows: list[Any]) -> tuple[str, dict[str, Any]]:
+def _outgoing(spec: TrialSpec, rows: list[Any], mcp_url: str | None = None) -> tuple[str, dict[str, Any]]:
     """(the text to send this turn, the A2A state the previous turn recorded)."""
     history = [m for row in rows for m in row.message_list()]
     previous = next((row.agent_turn() for row in reversed(rows) if row.agent_state_json), None)
     seen = protocol.observation(protocol.since_last_action(history))
     if previous is None:  # the conversation's first turn
         domain = get_domain(spec.domain)
+        if mcp_url is not None:
+            return protocol.mcp_first_message(domain.policy(), mcp_url, seen), {}
         text = protocol.first_message(spec.agent_protocol or "agentify", domain.policy(),
                                       domain.agent_tools(), seen)
         return text, {}
@@ -65,9 +68,26 @@ async def a2a_turn(activities: Any, ref: StepRef) -> StepResult:
     heartbeat = Heartbeat(heartbeat_every_s(spec))
     rows = await heartbeat.around(asyncio.to_thread(activities.store.steps, spec.trial_id))
     recorded = next((row for row in rows if row.step == ref.step), None)
+    mcp = spec.agent_tools == "mcp"
+    if mcp:  # the turn's reply comes after its tool calls' steps
+        recorded = next((row for row in rows if row.step >= ref.step and row.role == "assistant"
+                         and not row.message_list()[-1].tool_calls), None)
     if recorded is not None:
         return recorded_result(recorded)
-    text, state = await heartbeat.around(asyncio.to_thread(_outgoing, spec, rows))
+    if not mcp:
+        return await _exchange(activities, ref, heartbeat, rows, None)
+    mcp_url = await mcp_tools.open_trial(spec, activity.client(), activities.store, ref.step)
+    try:
+        return await _exchange(activities, ref, heartbeat, rows, mcp_url)
+    finally:  # (a recorded reply waited for its calls: _reply_step)
+        await mcp_tools.close_trial(spec, wait=False)
+
+
+async def _exchange(activities: Any, ref: StepRef, heartbeat: Heartbeat, rows: list[Any],
+                    mcp_url: str | None) -> Any:
+    """Send the turn's message, and record the reply as the turn's step."""
+    spec = ref.trial
+    text, state = await heartbeat.around(asyncio.to_thread(_outgoing, spec, rows, mcp_url))
     url = protocol.agent_url(spec.agent)
     context_id = state.get("context_id")
     # A task the agent left waiting for input is continued; a finished one is not.
@@ -85,14 +105,16 @@ async def a2a_turn(activities: Any, ref: StepRef) -> StepResult:
             reply = await heartbeat.around(a2a_client.send(
                 url, text, message_id=message_id(spec, ref.step), context_id=context_id, task_id=task_id,
                 timeout_s=spec.retry.model_call_timeout_s,
-                on_task=lambda task, context: heartbeat.note({"a2a_task": task, "context_id": context})))
+                on_task=lambda task, context: heartbeat.note({"a2a_task": task, "context_id": context}),
+                metadata={protocol.MCP_URL_KEY: mcp_url} if mcp_url else None))
     except asyncio.CancelledError:  # the run was cancelled: so is the agent's task, if it has one
         noted = next((d for d in heartbeat.details if isinstance(d, dict) and "a2a_task" in d), None)
         if noted is not None:
             await a2a_client.cancel(url, noted["a2a_task"])
         raise
     except a2a_client.A2AAgentFailure as err:
-        return await _failed(activities, ref, heartbeat, err.error_class, str(err), err.reply, details)
+        return await _failed(activities, await _reply_step(activities, ref, heartbeat, mcp_url), heartbeat,
+                             err.error_class, str(err), err.reply, details)
     except a2a_client.A2AUnavailable as err:
         raise ApplicationError(f"A2A agent at {url}: {err}", {"status_code": err.status_code},
                                type="A2AUnavailable", non_retryable=not err.transient) from None
@@ -101,19 +123,36 @@ async def a2a_turn(activities: Any, ref: StepRef) -> StepResult:
     details.update(latency_s=reply.latency_s, finish_reason=reply.state)
     new_state = {"context_id": reply.context_id or context_id, "task_id": reply.task_id, "state": reply.state}
     if context_id and reply.context_id and reply.context_id != context_id:
-        return await _failed(activities, ref, heartbeat, "A2AContextChanged",
+        return await _failed(activities, await _reply_step(activities, ref, heartbeat, mcp_url), heartbeat,
+                             "A2AContextChanged",
                              f"the agent answered in context {reply.context_id}, not the trial's {context_id}",
                              reply.text, details)
-    try:
-        action = protocol.parse_action(reply.text)
-    except protocol.UnparsableReply as err:
-        return await _failed(activities, ref, heartbeat, "A2AUnparsableReply", str(err), reply.text, details)
     if activity.info().attempt > 1:
         activity.logger.info("A2A turn %s#%s answered on attempt %s", spec.trial_id, ref.step, activity.info().attempt)
-    message = action.message(call_id=f"a2a-{ref.step}")
+    if mcp_url is not None:  # the reply is the agent's words to the user
+        if not reply.text.strip():
+            return await _failed(activities, await _reply_step(activities, ref, heartbeat, mcp_url), heartbeat,
+                                 "A2AEmptyReply", "the agent's reply has no text for the user", None, details)
+        message = Message(role="assistant", content=reply.text)
+    else:
+        try:
+            message = protocol.parse_action(reply.text).message(call_id=f"a2a-{ref.step}")
+        except protocol.UnparsableReply as err:
+            return await _failed(activities, ref, heartbeat, "A2AUnparsableReply", str(err), reply.text, details)
     return await activities._record_paid(
-        ref, heartbeat, "assistant", [message], spec.trial_id,
+        await _reply_step(activities, ref, heartbeat, mcp_url), heartbeat, "assistant", [message], spec.trial_id,
         agent_state_json=json.dumps({"a2a": new_state, "stop": False}), **details)
+
+
+async def _reply_step(activities: Any, ref: StepRef, heartbeat: Heartbeat, mcp_url: str | None) -> StepRef:
+    """Where the turn's reply is recorded: at its own step (text mode), or after the tool
+    calls the agent made during the turn (MCP mode), once the trial's MCP path is closed
+    and the calls under way are recorded."""
+    if mcp_url is None:
+        return ref
+    await heartbeat.around(mcp_tools.close_trial(ref.trial))
+    rows = await heartbeat.around(asyncio.to_thread(activities.store.steps, ref.trial.trial_id))
+    return ref.model_copy(update={"step": max((row.step for row in rows), default=-1) + 1})
 
 
 async def _failed(activities: Any, ref: StepRef, heartbeat: Heartbeat, error_class: str, words: str,

@@ -27,6 +27,7 @@ from passhat.contracts import (
     TRANSFER_TOKEN,
     Message,
     StepRef,
+    ToolCall,
     StepResult,
     TrialSpec,
     provider_of,
@@ -37,6 +38,7 @@ from passhat.domains.registry import get_domain
 from passhat.domains.nl_judge import JUDGE_ERROR, judge_key, parse_verdicts
 from passhat.domains.tau2_version import rules_for
 from passhat.infra import llm, scripted_faults, scripted_provider, tracing
+from passhat.activities.mcp_tools import McpCallRef
 from passhat.infra.store import Store, StoreError
 from passhat.personas import with_persona
 
@@ -208,6 +210,15 @@ class ConversationActivities:
         )
         _tool_spans(ref, pending.tool_calls, answers, started, time.time_ns())
         return self._record(ref, "tool", answers)
+
+    @activity.defn
+    def record_mcp_call(self, ref: McpCallRef) -> StepResult:
+        """An agent's tool call over MCP (activities/mcp_tools.py), recorded as its
+        tool-call step; the tool step after it executes it."""
+        call = ref.call
+        message = Message(role="assistant", tool_calls=[
+            ToolCall(id=call.key, name=call.name, arguments=call.arguments, requestor="assistant")])
+        return self._record(StepRef(trial=ref.trial, step=ref.step), "assistant", [message])
 
     def _record(self, ref: StepRef, role: str, messages: list[Message], trial_key: str | None = None,
                 **details) -> StepResult:  # noqa: ANN003

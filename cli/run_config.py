@@ -301,6 +301,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         rejudge=_rejudge(options.rejudge),
         agent=agent,
         agent_protocol=a2a,
+        agent_tools=_agent_tools(options),
         agent_prompt=agent_prompt,
         plugins=plugins,
         retry={"max_attempts": options.max_attempts, "model_call_timeout_s": options.model_timeout,
@@ -395,6 +396,20 @@ def _a2a_agent(options: RunOptions) -> str | None:
         raise UserInputError(f"--agent-protocol {chosen!r}: use one of {', '.join(a2a_protocol.PROTOCOLS)}")
     card = read_a2a_card(name)
     return chosen or a2a_protocol.detect_protocol(f"{card.name} {card.description}")
+
+
+def _agent_tools(options: RunOptions) -> str | None:
+    """--agent-tools: None for text mode (the default), "mcp" for tools over MCP."""
+    from passhat.domains import a2a_protocol
+
+    chosen = options.agent_tools
+    if chosen is None or chosen == "text":
+        return None
+    if chosen not in a2a_protocol.TOOL_MODES:
+        raise UserInputError(f"--agent-tools {chosen!r}: use one of {', '.join(a2a_protocol.TOOL_MODES)}")
+    if not a2a_protocol.is_a2a(options.agent):
+        raise UserInputError("--agent-tools is for an agent behind A2A (--agent a2a:URL)")
+    return chosen
 
 
 def read_a2a_card(name: str) -> Any:

@@ -72,6 +72,9 @@ class RunOptions:
     agent_protocol: Optional[str] = option(
         None, "--agent-protocol", kind="string", metavar="agentify|agentbeats",
         help="With --agent a2a:URL: the messages' convention, tau2's agentify green agent's or the AgentBeats tau2 green agent's (docs/agents.md); default: agentbeats when the agent card mentions AgentBeats, else agentify.")
+    agent_tools: Optional[str] = option(
+        None, "--agent-tools", kind="string", metavar="text|mcp",
+        help="With --agent a2a:URL: how the agent gets the domain's tools. text: as JSON in the first message, one action a reply (default); mcp: served over MCP (streamable HTTP) at a URL of the trial's own, given in the first message's metadata and text, and the replies are the agent's words to the user (docs/agents.md).")
     agent_prompt: Optional[str] = option(
         None, "--agent-prompt", kind="string", metavar="FILE",
         help="Replace the system prompt of tau2's LLM agent with this template; {policy} in it is replaced by the domain's policy. Its digest is part of the run's identity.")

@@ -20,6 +20,11 @@ the user as "content". passhat reads a reply as leniently as the more lenient ev
 `<json>` tags, then a fenced block, then the reply itself as JSON (or its outermost
 {...}).
 
+In MCP mode (`--agent-tools mcp`) the tools are not in the text: the first message
+carries the policy, the URL of the trial's MCP server (also in the message's metadata,
+MCP_URL_KEY) and the user's first words; each later message is the user's words, and
+each reply is the agent's words to the user (its tool calls go over MCP).
+
 Pure text: no A2A library here (passhat.infra.a2a_client speaks the protocol).
 """
 
@@ -38,6 +43,11 @@ A2A_PREFIX = "a2a:"
 A2A_AGENT_MODEL = "a2a"
 PROTOCOLS = ("agentify", "agentbeats")
 RESPOND = "respond"
+# How the agent gets the tools: in the text (one action a reply), or over MCP.
+TOOL_MODES = ("text", "mcp")
+# The first message's metadata key that holds the trial's MCP server URL (MCP mode).
+MCP_URL_KEY = "mcp_url"
+MCP_TOOLS_LINE = "Your tools are served over MCP (streamable HTTP) at this URL, for this conversation only:"
 
 _FORMAT = {
     "agentify": "Please response in the JSON format. Please wrap the JSON part with <json>...</json> tags.",
@@ -84,6 +94,20 @@ def first_message(protocol: str, policy: str, tools: list[dict[str, Any]], obser
         f"<json>\n{json.dumps(example_respond, indent=2)}\n</json>",
         "",
         "Next, I'll provide you with the user message and tool call results.",
+        f"User message: {json.dumps(observation, indent=2)}",
+    ])
+
+
+def mcp_first_message(policy: str, mcp_url: str, observation: str) -> str:
+    """The first message of a conversation in MCP mode: policy, the trial's MCP URL, how
+    to answer, and the first observation."""
+    return "\n".join([
+        policy,
+        MCP_TOOLS_LINE,
+        mcp_url,
+        "Call them with your MCP client; each reply of yours is your message to the user, in plain text.",
+        "",
+        "Next, I'll provide you with the user messages.",
         f"User message: {json.dumps(observation, indent=2)}",
     ])
 

@@ -118,11 +118,13 @@ def _describe(card) -> Card:
 
 
 async def send(url: str, text: str, *, message_id: str, context_id: str | None, task_id: str | None,
-               timeout_s: float, on_task: Callable[[str, str], None] | None = None) -> Reply:
+               timeout_s: float, on_task: Callable[[str, str], None] | None = None,
+               metadata: dict[str, str] | None = None) -> Reply:
     """Send one text message and wait up to `timeout_s` for the agent's answer. The
     message asks the agent to return at once (A2A's non-blocking send): an agent that
     answers with a task says its id first, which `on_task(task_id, context_id)` is told
-    before the wait, and the task is followed (`tasks/get`) until it has the answer."""
+    before the wait, and the task is followed (`tasks/get`) until it has the answer.
+    `metadata`: the message's metadata (MCP mode: the trial's MCP URL)."""
     from a2a.types import (
         Message,
         Part,
@@ -133,6 +135,8 @@ async def send(url: str, text: str, *, message_id: str, context_id: str | None, 
 
     await read_card(url)
     message = Message(message_id=message_id, role=Role.ROLE_USER, parts=[Part(text=text)])
+    if metadata:
+        message.metadata.update(metadata)
     if context_id:
         message.context_id = context_id
     if task_id:

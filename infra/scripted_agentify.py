@@ -5,6 +5,10 @@ conversation since, as a plain chat without tools, it answers with the next acti
 `<json>{"name": ..., "arguments": ...}</json>`, the oracle's next turn
 (scripted_provider.agent_turn) in that format.
 
+An agent in MCP mode (`--agent-tools mcp`) forwards the same first message (its tools
+served over MCP instead of listed) with the tools as its model's own: it is answered
+with the oracle's turn as it is, tool calls and all (is_mcp_chat).
+
 So an A2A agent that only forwards its context to a model (examples/a2a_agent) runs
 offline against passhat.testing.scripted_http, and scores as the oracle does.
 
@@ -21,6 +25,9 @@ from typing import Any
 
 from passhat.contracts import TaskInfo
 
+# The line of passhat's first message in MCP mode (domains.a2a_protocol.MCP_TOOLS_LINE's
+# start: infra does not import domains).
+MCP_MARKER = "Your tools are served over MCP"
 # The action-format lines of the two evaluators' first messages.
 MARKERS = ("Please wrap the JSON part with <json>...</json> tags.", "Wrap the JSON with <json>...</json> tags.")
 _OBSERVATION = "User message: "
@@ -33,6 +40,12 @@ def is_agentify_chat(messages: list[dict], text_of: Any) -> bool:
     states the action format and ends with the first observation)."""
     first = next((text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
     return _OBSERVATION in first and any(marker in first for marker in MARKERS)
+
+
+def is_mcp_chat(messages: list[dict], text_of: Any) -> bool:
+    """Whether a chat opens with passhat's first message in MCP mode."""
+    first = next((text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    return _OBSERVATION in first and MCP_MARKER in first
 
 
 def opening_of(first_message: str) -> str:

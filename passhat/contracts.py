@@ -234,6 +234,10 @@ class TrialSettings(BaseModel):
     # passhat sends it, "agentify" or "agentbeats" (domains/a2a_protocol.py). None for
     # every other agent.
     agent_protocol: str | None = None
+    # An agent behind A2A: how it gets the trial's tools. None is text mode (actions in
+    # its replies); "mcp": passhat serves them over MCP at a URL of the trial's own
+    # (activities/mcp_tools.py).
+    agent_tools: str | None = None
     # The system prompt template of tau2's LLM agent (--agent-prompt), POLICY_PLACEHOLDER
     # where the domain's policy goes; None is tau2's own prompt. The text itself travels
     # with the run, not the file's path: a file edited later cannot change a run.

@@ -87,7 +87,7 @@ MEASURED = (
 _HOW_IT_RUNS = {"concurrency", "retry", "provider_limits", "max_cost", "expected_calls"}
 # Fields that count only when a run has them, so a run stored before they existed keeps
 # its fingerprint.
-_ONLY_WHEN_SET = ("agent_model_args", "agent", "agent_protocol", "agent_prompt", "plugins", "timeout", "rejudge",
+_ONLY_WHEN_SET = ("agent_model_args", "agent", "agent_protocol", "agent_tools", "agent_prompt", "plugins", "timeout", "rejudge",
                   "curtail", "user_personas")
 
 

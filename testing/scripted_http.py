@@ -40,6 +40,14 @@ one), is the model behind an agent in A2A text mode: it is answered with the ora
 action as `<json>` text (passhat.infra.scripted_agentify), the task found by the policy
 and the opening request in that message.
 
+Such a first message of passhat's in MCP mode, with the tools as the request's own, is
+the model behind an agent with its tools over MCP: it is answered with the oracle's turn
+as it is (its tool calls' ids say its progress, as in tool mode).
+
+One more agent model exists only here: `skip-write` is the oracle that leaves out the
+task's first write of its own (scripted_faults' skipped_write at that action); on a task
+with none it is the oracle.
+
 The answers come from passhat.infra.scripted_provider.agent_turn / user_turn; the model
 name (`oracle`, `noisy-P`), the request's `seed` and the task decide whether a noisy
 agent succeeds, with the same seeded draw passhat.infra.scripted_provider uses, so a
@@ -67,7 +75,7 @@ from typing import Any, Iterable
 
 from passhat.contracts import STOP_TOKEN, TaskInfo
 from passhat.domains.registry import get_domain
-from passhat.infra import scripted_agentify, scripted_provider, scripted_review
+from passhat.infra import scripted_agentify, scripted_faults, scripted_provider, scripted_review
 from passhat.infra.scripted_customer import customer_turn
 from passhat.infra.scripted_personas import customer_for
 
@@ -127,6 +135,7 @@ class _DomainIndex:
         self.name = name
         self.agent_prompt = domain.agent_system_prompt()
         self.policy = domain.policy() if callable(getattr(domain, "policy", None)) else None
+        self.facts = scripted_faults.facts_of(domain)
         self.tasks: dict[str, TaskInfo] = {t: domain.task(t) for t in domain.task_ids()}
         self.by_scenario: dict[str, list[str]] = {}
         self.by_opening: dict[str, list[str]] = {}
@@ -252,10 +261,18 @@ class ScriptedResponder:
                                     lambda _, task: customer_turn(task, messages, customer))
             return self._unique(self._user_candidates(system), lambda _, task: scripted_provider.user_turn(task, messages))
 
+        name = model.rsplit("/", 1)[-1]
+
         def agent(index: _DomainIndex, task: TaskInfo) -> dict:
+            if name == SKIP_WRITE:
+                return scripted_provider.agent_turn(task, messages, skipped_write(index, task))
             if not noisy_succeeds(model, seed, index.name, task.id):
                 return {"role": "assistant", "content": ""}
-            return scripted_provider.agent_turn(task, messages, parallel=model.rsplit("/", 1)[-1] == "parallel")
+            return scripted_provider.agent_turn(task, messages, parallel=name == "parallel")
+
+        if body.get("tools") and scripted_agentify.is_mcp_chat(messages, message_text):
+            # the model behind an A2A agent whose tools are served over MCP
+            return self._unique(self._agentify_candidates(message_text(messages[0].get("content"))), agent)
 
         if not body.get("tools") and scripted_agentify.is_agentify_chat(messages, message_text):
             # the model behind an A2A agent in text mode (passhat.infra.scripted_agentify)
@@ -308,6 +325,16 @@ class ScriptedResponder:
             return answers[0]
         names = [f"{i.name}/{t.id}" for i, t in candidates]
         raise ScriptedHTTPError(f"request matches tasks {names} that answer differently")
+
+
+SKIP_WRITE = "skip-write"
+
+
+def skipped_write(index: _DomainIndex, task: TaskInfo) -> scripted_faults.AgentFault | None:
+    """The `skip-write` model's mistake on a task: its first write of the agent's left out."""
+    at = next((i for i, a in enumerate(task.gold_actions) if a.requestor == "assistant"
+               and index.facts.tool_kinds.get(a.name) == scripted_faults.WRITE), None)
+    return None if at is None else scripted_faults.AgentFault(kind="skipped_write", index=at)
 
 
 def fixed_length(model: str) -> int | None:

@@ -14,6 +14,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 
 with workflow.unsafe.imports_passed_through():
     from passhat.activities.conversation import ConversationActivities
+    from passhat.activities.mcp_tools import UPDATE as MCP_TOOL_CALL, McpCall, McpCallRef
     from passhat.activities.results import NotEvaluable, ResultActivities, ScoreRequest
     from passhat.contracts import StepRef, StepResult, TrialOutcome, TrialSpec
     from passhat.domains.nl_judge import JUDGE_ERROR
@@ -113,8 +114,21 @@ def _stop_reason(r: StepResult) -> str:
     return "agent_stop" if r.role == "assistant" else "user_stop"
 
 
+class _McpTurn:
+    """An agent turn in MCP mode that takes tool calls: the conversation's state machine,
+    the next free step, and the conversation's clock."""
+
+    def __init__(self, turns: Turns, step: int, started):  # noqa: ANN001 - a datetime
+        self.turns = turns
+        self.next_step = step
+        self.started = started
+
+
 @workflow.defn
 class TrialWorkflow:
+    _mcp_turn: _McpTurn | None = None
+    _mcp_lock: asyncio.Lock | None = None
+
     @workflow.run
     async def run(self, spec: TrialSpec) -> TrialOutcome:
         # The id of the run workflow to signal once the trial has ended, in the memo it
@@ -274,10 +288,53 @@ class TrialWorkflow:
             # A cancel that arrived while the previous step ran, and did not stop it,
             # stops the conversation here: no model call starts after it.
             stop_if_cancelled()
+            if spec.agent_tools == "mcp" and turns.to_role == "assistant":
+                step = await self._mcp_agent_turn(spec, turns, step, started)
+                continue
             result = await self._step(spec, turns.to_role, step, turns.pending_tools)
             turns.apply(result, elapsed_s=(workflow.now() - started).total_seconds())
             step += 1
         return turns, step
+
+    async def _mcp_agent_turn(self, spec: TrialSpec, turns: Turns, step: int, started) -> int:  # noqa: ANN001
+        """The agent's turn when its tools are served over MCP: while it runs, the agent's
+        tool calls arrive as updates (mcp_tool_call), each recorded as a tool-call step
+        and a tool step; the reply is recorded after them. The next step's number."""
+        if self._mcp_lock is None:
+            self._mcp_lock = asyncio.Lock()
+        self._mcp_turn = _McpTurn(turns, step, started)
+        try:
+            result = await self._step(spec, "assistant", step, [])
+        finally:
+            self._mcp_turn = None  # no call is taken from here on
+        await workflow.wait_condition(lambda: not self._mcp_lock.locked())
+        if turns.termination_reason is None:  # not already ended by a tool call's step
+            turns.apply(result, elapsed_s=(workflow.now() - started).total_seconds())
+        return result.step + 1
+
+    @workflow.update(name=MCP_TOOL_CALL)
+    async def mcp_tool_call(self, call: McpCall) -> StepResult:
+        """One tool call of the agent's over MCP (passhat.activities.mcp_tools; the update
+        id is the call's idempotency key): the call recorded as the agent's step, then
+        executed as the trial's tool step. The tool step's result."""
+        async with self._mcp_lock:
+            turn = self._mcp_turn
+            if turn is None or turn.turns.termination_reason is not None:
+                raise ApplicationError("the agent's turn is over: no tool call is taken now", type="McpTurnOver")
+            spec, step = turn.turns.spec, turn.next_step
+            called = await self._store_step(ConversationActivities.record_mcp_call,
+                                            McpCallRef(trial=spec, step=step, call=call))
+            turn.turns.apply(called)
+            answered = await self._store_step(ConversationActivities.tool_turn, StepRef(trial=spec, step=step + 1),
+                                              summary=tool_summary([call.name], step + 1))
+            turn.turns.apply(answered, elapsed_s=(workflow.now() - turn.started).total_seconds())
+            turn.next_step = step + 2
+            return answered
+
+    @mcp_tool_call.validator
+    def _mcp_turn_open(self, call: McpCall) -> None:
+        if self._mcp_turn is None or self._mcp_turn.turns.termination_reason is not None:
+            raise ValueError("no agent turn of this trial is waiting for tool calls")
 
     async def _step(self, spec: TrialSpec, to_role: str, step: int, tools: list[str]) -> StepResult:
         ref = StepRef(trial=spec, step=step)

@@ -123,6 +123,7 @@ def build_worker(
         activities=[
             *model_calls,
             conversation.tool_turn,
+            conversation.record_mcp_call,
             results.open_trial,
             results.recorded_steps,
             results.score_trial,

@@ -12,6 +12,11 @@ holds the text (as AgentBeats agents do).
     python examples/a2a_agent/agent.py --port 9009 --model openai/oracle \\
         --api-base http://127.0.0.1:8000/v1 --api-key-env PASSHAT_TEST_API_KEY
 
+With its tools over MCP (`passhat run --agent-tools mcp`), the evaluator's first message
+carries an MCP URL in its metadata ("mcp_url"): the agent then lists the tools there
+with the official `mcp` client, gives them to its model as its own tools, calls the ones
+the model asks for over MCP, and replies with the model's words for the user.
+
 `--a2a-version 0.3` serves the agent as an a2a-sdk 0.3.x server does (a 0.3 agent card,
 JSON-RPC `message/send`), through the SDK's compat layer.
 """
@@ -19,6 +24,7 @@ JSON-RPC `message/send`), through the SDK's compat layer.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from typing import Any
 
@@ -50,19 +56,61 @@ class ChatAgent(AgentExecutor):
         self.model = model
         self.model_args = dict(model_args or {})
         self.reply_as = reply_as
-        self.histories: dict[str, list[dict[str, str]]] = {}
+        self.histories: dict[str, list[dict[str, Any]]] = {}
+        self.mcp_urls: dict[str, str] = {}  # context -> the MCP server its tools are at
 
     async def answer(self, context_id: str, text: str) -> str:
         import litellm
 
         history = self.histories.setdefault(context_id, [])
         history.append({"role": "user", "content": text})
+        if context_id in self.mcp_urls:
+            return await self.answer_with_tools(self.mcp_urls[context_id], history)
         response = await litellm.acompletion(model=self.model, messages=list(history), **self.model_args)
         reply = response.choices[0].message.content or ""
         history.append({"role": "assistant", "content": reply})
         return reply
 
+    async def answer_with_tools(self, mcp_url: str, history: list[dict[str, Any]], rounds: int = 30) -> str:
+        """The model's turn with the MCP server's tools: its tool calls made over MCP and
+        answered to it, until it says something to the user."""
+        import litellm
+
+        async with self.mcp_client(mcp_url) as client:
+            listed = await client.list_tools()
+            tools = [{"type": "function", "function": {"name": t.name, "description": t.description or "",
+                                                       "parameters": t.input_schema}} for t in listed.tools]
+            for _ in range(rounds):
+                response = await litellm.acompletion(model=self.model, messages=list(history), tools=tools,
+                                                     **self.model_args)
+                message = response.choices[0].message
+                calls = message.tool_calls or []
+                if not calls:
+                    history.append({"role": "assistant", "content": message.content or ""})
+                    return message.content or ""
+                history.append({"role": "assistant", "content": message.content, "tool_calls": [
+                    {"id": c.id, "type": "function",
+                     "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in calls]})
+                for call in calls:
+                    try:
+                        arguments = json.loads(call.function.arguments or "{}")
+                    except ValueError:
+                        arguments = {}
+                    result = await client.call_tool(call.function.name, arguments)
+                    text = "\n".join(b.text for b in result.content if getattr(b, "text", None) is not None)
+                    history.append({"role": "tool", "tool_call_id": call.id, "content": text})
+        return ""
+
+    def mcp_client(self, mcp_url: str) -> Any:
+        """The official MCP client for the server at `mcp_url` (streamable HTTP)."""
+        from mcp import Client
+
+        return Client(mcp_url)
+
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        metadata = dict(context.message.metadata) if context.message and context.message.metadata else {}
+        if metadata.get("mcp_url"):
+            self.mcp_urls[context.context_id] = str(metadata["mcp_url"])
         if self.reply_as != "task":
             reply = await self.answer(context.context_id, context.get_user_input())
             await event_queue.enqueue_event(new_text_message(reply, context_id=context.context_id))
