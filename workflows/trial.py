@@ -16,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from passhat.activities.conversation import ConversationActivities
     from passhat.activities.results import NotEvaluable, ResultActivities, ScoreRequest
     from passhat.contracts import StepRef, StepResult, TrialOutcome, TrialSpec
+    from passhat.domains.a2a_protocol import RESTART as A2A_RESTART
     from passhat.domains.nl_judge import JUDGE_ERROR
     from passhat.domains.tau2_version import Tau2Rules, rules_for
     from passhat.infra import search_attributes as sa
@@ -164,6 +165,12 @@ class TrialWorkflow:
             reruns = 0
             while True:
                 turns, step = await self._converse(spec, rules)
+                if turns.model_failure == A2A_RESTART:
+                    # An A2A turn whose outcome is not known: the conversation restarts
+                    # in a fresh context, outside tau2's re-run budget (the agent did
+                    # not fail; what it saw is not known).
+                    await self._store_step(ResultActivities.set_attempt_aside, spec)
+                    continue
                 failure = turns.model_failure if rules.on_model_failure == "rerun" else None
                 if turns.model_failure is None and rules.grades_nl_assertions \
                         and turns.termination_reason in ("user_stop", "agent_stop"):

@@ -6,7 +6,8 @@ It keeps each A2A context's conversation as its own chat history and forwards it
 model as a plain chat without tools; the model's text is its reply, one action a turn,
 as the evaluator's first message asks (`<json>{"name": ..., "arguments": ...}</json>`).
 It answers with a Message, or with `--reply-as task` with a completed Task whose artifact
-holds the text (as AgentBeats agents do).
+holds the text (as AgentBeats agents do), and reports what its model call used in the
+reply's metadata: `{"usage": {"input_tokens": N, "output_tokens": N, "cost": USD}}`.
 
     python examples/a2a_agent/agent.py --port 9009 --model openai/gpt-4.1
     python examples/a2a_agent/agent.py --port 9009 --model openai/oracle \\
@@ -51,6 +52,7 @@ class ChatAgent(AgentExecutor):
         self.model_args = dict(model_args or {})
         self.reply_as = reply_as
         self.histories: dict[str, list[dict[str, str]]] = {}
+        self.usage: dict[str, dict[str, float]] = {}  # context id -> its last answer's usage
 
     async def answer(self, context_id: str, text: str) -> str:
         import litellm
@@ -60,12 +62,25 @@ class ChatAgent(AgentExecutor):
         response = await litellm.acompletion(model=self.model, messages=list(history), **self.model_args)
         reply = response.choices[0].message.content or ""
         history.append({"role": "assistant", "content": reply})
+        usage = getattr(response, "usage", None)
+        if usage is not None:
+            cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+            self.usage[context_id] = {"input_tokens": usage.prompt_tokens or 0,
+                                      "output_tokens": usage.completion_tokens or 0, **({"cost": cost} if cost else {})}
         return reply
+
+    def reported(self, context_id: str) -> dict[str, Any] | None:
+        """The reply's metadata: the usage of the answer just given, if it made a model call."""
+        usage = self.usage.pop(context_id, None)
+        return {"usage": usage} if usage else None
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         if self.reply_as != "task":
             reply = await self.answer(context.context_id, context.get_user_input())
-            await event_queue.enqueue_event(new_text_message(reply, context_id=context.context_id))
+            message = new_text_message(reply, context_id=context.context_id)
+            if metadata := self.reported(context.context_id):
+                message.metadata.update(metadata)
+            await event_queue.enqueue_event(message)
             return
         # The task first: a client that does not wait (non-blocking send) learns its id
         # at once, and can follow it if it loses the connection.
@@ -73,7 +88,7 @@ class ChatAgent(AgentExecutor):
                                                  TaskState.TASK_STATE_WORKING, history=[context.message]))
         reply = await self.answer(context.context_id, context.get_user_input())
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
-        await updater.add_artifact(new_text_artifact("action", reply).parts)
+        await updater.add_artifact(new_text_artifact("action", reply).parts, metadata=self.reported(context.context_id))
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
