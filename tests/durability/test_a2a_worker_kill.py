@@ -46,19 +46,23 @@ def holding_agent(model_args: dict, gates: dict[int, threading.Event], reply_as:
     return Holding("openai/oracle", args, reply_as=reply_as)
 
 
+async def started_run(ph, agent: A2AAgentServer, run_id: str):  # noqa: ANN001, ANN201 - harness objects
+    """Task 4, one trial, against `agent`, started detached, and a worker to run it:
+    (store, trial id, Temporal client, worker)."""
+    started = ph.cli("run", "--domain", "airline", "--task", "4", "--agent", f"a2a:{agent.url}",
+                     "--user-model", "scripted/oracle", "--trials", "1", "--run-id", run_id, "--detach")
+    assert started.returncode == 0, started.stderr
+    worker = ph.start_worker()
+    await worker.ready()
+    return Store(ph.db_url), f"{run_id}/a2a/airline/4/trial-0", await connect(ph.temporal_address), worker
+
+
 async def test_a_worker_killed_mid_turn_never_makes_the_agent_see_a_message_twice(passhat_procs, model_server):
     ph, srv = passhat_procs, model_server
     gates = {n: threading.Event() for n in HOLD_AT}
     try:
         with A2AAgentServer(holding_agent(http_args(srv.url), gates)) as agent:
-            started = ph.cli("run", "--domain", "airline", "--task", "4", "--agent", f"a2a:{agent.url}",
-                             "--user-model", "scripted/oracle", "--trials", "1", "--run-id", RUN_ID, "--detach")
-            assert started.returncode == 0, started.stderr
-            store = Store(ph.db_url)
-            trial_id = f"{RUN_ID}/a2a/airline/4/trial-0"
-            client = await connect(ph.temporal_address)
-            worker = ph.start_worker()
-            await worker.ready()
+            store, trial_id, client, worker = await started_run(ph, agent, RUN_ID)
             for n in HOLD_AT:
                 await until(lambda n=n: len(agent.received) >= n, f"the agent's message {n}", 120)
                 await until(lambda: task_noted(client, trial_id), "the turn's task noted", 60)
@@ -85,14 +89,7 @@ async def test_a_plain_message_agent_killed_mid_turn_restarts_in_a_fresh_context
     gates = {2: threading.Event()}
     try:
         with A2AAgentServer(holding_agent(http_args(srv.url), gates, reply_as="message")) as agent:
-            started = ph.cli("run", "--domain", "airline", "--task", "4", "--agent", f"a2a:{agent.url}",
-                             "--user-model", "scripted/oracle", "--trials", "1", "--run-id", run_id, "--detach")
-            assert started.returncode == 0, started.stderr
-            store = Store(ph.db_url)
-            trial_id = f"{run_id}/a2a/airline/4/trial-0"
-            client = await connect(ph.temporal_address)
-            worker = ph.start_worker()
-            await worker.ready()
+            store, trial_id, client, worker = await started_run(ph, agent, run_id)
             await until(lambda: len(agent.received) >= 2, "the agent's second message", 120)
             worker.kill()  # mid-turn: the agent has the message, its answer is held
             worker = ph.start_worker()
