@@ -26,15 +26,12 @@ import json
 import uuid
 from typing import Any
 
-from passhat.activities.conversation import (
-    Heartbeat,
-    heartbeat_every_s,
-    recorded_result,
-)
+from passhat.activities.conversation import Heartbeat, open_turn, recorded_result
 from passhat.domains import a2a_protocol as protocol
 from passhat.domains.registry import get_domain
 from passhat.activities import mcp_tools
-from passhat.infra import a2a_client, secrets
+from passhat.infra import a2a_client, secrets, tracing
+from opentelemetry.trace import SpanKind
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -56,24 +53,25 @@ def _outgoing(spec: TrialSpec, rows: list[Any], mcp_url: str | None = None) -> t
     return seen, previous.get("a2a", {})
 
 
-def message_id(spec: TrialSpec, step: int) -> str:
+def message_id(spec: TrialSpec, step: int, restarts: int = 0) -> str:
     """The A2A message id of a turn: the same for every attempt of the step, so that an
-    agent that deduplicates by message id sees a re-sent turn as one message."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"passhat:{spec.trial_id}#{step}"))
+    agent that deduplicates by message id sees a re-sent turn as one message; a new one
+    after the trial restarted in a fresh context."""
+    again = f"~restart-{restarts}" if restarts else ""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"passhat:{spec.trial_id}{again}#{step}"))
 
 
 async def a2a_turn(activities: Any, ref: StepRef) -> StepResult:
     """The step of an A2A agent's turn (ConversationActivities.agent_turn)."""
     spec = ref.trial
-    heartbeat = Heartbeat(heartbeat_every_s(spec))
-    rows = await heartbeat.around(asyncio.to_thread(activities.store.steps, spec.trial_id))
-    recorded = next((row for row in rows if row.step == ref.step), None)
+    heartbeat, rows, recorded = await open_turn(activities.store, ref)
     mcp = spec.agent_tools == "mcp"
     if mcp:  # the turn's reply comes after its tool calls' steps
-        recorded = next((row for row in rows if row.step >= ref.step and row.role == "assistant"
-                         and not row.message_list()[-1].tool_calls), None)
+        reply = next((row for row in rows if row.step >= ref.step and row.role == "assistant"
+                      and not row.message_list()[-1].tool_calls), None)
+        recorded = None if reply is None else recorded_result(reply)
     if recorded is not None:
-        return recorded_result(recorded)
+        return recorded
     if not mcp:
         return await _exchange(activities, ref, heartbeat, rows, None)
     mcp_url = await mcp_tools.open_trial(spec, activity.client(), activities.store, ref.step)
@@ -90,23 +88,42 @@ async def _exchange(activities: Any, ref: StepRef, heartbeat: Heartbeat, rows: l
     text, state = await heartbeat.around(asyncio.to_thread(_outgoing, spec, rows, mcp_url))
     url = protocol.agent_url(spec.agent)
     context_id = state.get("context_id")
+    if "restarts" not in state:  # the conversation's first turn: how often it restarted
+        restarted = await heartbeat.around(asyncio.to_thread(
+            activities.store.set_aside_ending, spec.run_id, protocol.RESTART, spec.trial_id))
+        state["restarts"] = restarted.get(spec.trial_id, 0)
     # A task the agent left waiting for input is continued; a finished one is not.
     task_id = state.get("task_id") if state.get("state") == "input-required" else None
     details: dict[str, Any] = {"model": spec.agent_model}
     # The task an earlier attempt of this turn sent, noted before it waited (it died
     # waiting): follow that task rather than send the message again.
     sent = next((d for d in activity.info().heartbeat_details if isinstance(d, dict) and "a2a_task" in d), None)
+    if sent is None and context_id and activity.info().attempt > 1:
+        # An earlier attempt of this turn may have reached the agent, and left no task
+        # to follow: what the agent saw is not known. The conversation starts again in
+        # a fresh context (the workflow sets this attempt aside).
+        return await activities._record_paid(
+            await _reply_step(activities, ref, heartbeat, mcp_url), heartbeat, "assistant",
+            [Message(role="assistant")], spec.trial_id, failure_class=protocol.RESTART,
+            failure=(f"the outcome of turn {ref.step} is not known (attempt {activity.info().attempt}) and "
+                     f"the agent gave no task to follow: the trial restarts in a fresh A2A context"),
+            **details)
     try:
-        if sent is not None:
-            heartbeat.note(sent)
-            reply = await heartbeat.around(a2a_client.follow(
-                url, sent["a2a_task"], timeout_s=spec.retry.model_call_timeout_s))
-        else:
-            reply = await heartbeat.around(a2a_client.send(
-                url, text, message_id=message_id(spec, ref.step), context_id=context_id, task_id=task_id,
-                timeout_s=spec.retry.model_call_timeout_s,
-                on_task=lambda task, context: heartbeat.note({"a2a_task": task, "context_id": context}),
-                metadata={protocol.MCP_URL_KEY: mcp_url} if mcp_url else None))
+        card = await heartbeat.around(a2a_client.read_card(url))
+        with tracing.span(f"invoke_agent {card.name}", spec.trial_id, _span_attributes(ref, card, context_id),
+                          SpanKind.CLIENT) as span:
+            if sent is not None:
+                heartbeat.note(sent)
+                reply = await heartbeat.around(a2a_client.follow(
+                    url, sent["a2a_task"], timeout_s=spec.retry.model_call_timeout_s))
+            else:
+                reply = await heartbeat.around(a2a_client.send(
+                    url, text, message_id=message_id(spec, ref.step, state["restarts"]), context_id=context_id,
+                    task_id=task_id, timeout_s=spec.retry.model_call_timeout_s,
+                    on_task=lambda task, context: heartbeat.note({"a2a_task": task, "context_id": context}),
+                    metadata={protocol.MCP_URL_KEY: mcp_url} if mcp_url else None))
+            usage = protocol.reported_usage(reply.metadata)
+            span.set_attributes(_reply_attributes(reply, usage))
     except asyncio.CancelledError:  # the run was cancelled: so is the agent's task, if it has one
         noted = next((d for d in heartbeat.details if isinstance(d, dict) and "a2a_task" in d), None)
         if noted is not None:
@@ -121,7 +138,10 @@ async def _exchange(activities: Any, ref: StepRef, heartbeat: Heartbeat, rows: l
     except a2a_client.A2ASetupError as err:
         raise ApplicationError(f"A2A agent at {url}: {err}", type="A2AUnavailable") from None
     details.update(latency_s=reply.latency_s, finish_reason=reply.state)
-    new_state = {"context_id": reply.context_id or context_id, "task_id": reply.task_id, "state": reply.state}
+    if usage is not None:  # what the agent says its turn cost, counted as a model call's
+        details.update(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost)
+    new_state = {"context_id": reply.context_id or context_id, "task_id": reply.task_id, "state": reply.state,
+                 "restarts": state["restarts"]}
     if context_id and reply.context_id and reply.context_id != context_id:
         return await _failed(activities, await _reply_step(activities, ref, heartbeat, mcp_url), heartbeat,
                              "A2AContextChanged",
@@ -153,6 +173,44 @@ async def _reply_step(activities: Any, ref: StepRef, heartbeat: Heartbeat, mcp_u
     await heartbeat.around(mcp_tools.close_trial(ref.trial))
     rows = await heartbeat.around(asyncio.to_thread(activities.store.steps, ref.trial.trial_id))
     return ref.model_copy(update={"step": max((row.step for row in rows), default=-1) + 1})
+
+
+async def _failed(activities: Any, ref: StepRef, heartbeat: Heartbeat, error_class: str, words: str,
+                  reply: str | None, details: dict[str, Any]) -> StepResult:
+    """The agent's own failure: recorded as its step, with what it answered; the
+    conversation ends as agent_error."""
+    shown = f"{words}; the agent's reply: {json.dumps(reply[:500])}" if reply else words
+    return await activities._record_paid(
+        ref, heartbeat, "assistant", [Message(role="assistant", content=reply or None)], ref.trial.trial_id,
+        failure_class=error_class, failure=secrets.redact(shown)[:1000], **details)
+
+
+def _span_attributes(ref: StepRef, card: a2a_client.Card, context_id: str | None) -> dict[str, Any]:
+    """The attributes of a turn's span (OpenTelemetry's GenAI conventions for invoking a
+    remote agent, and passhat's naming the trial)."""
+    return {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": card.name,
+        "gen_ai.agent.version": card.version,
+        "gen_ai.conversation.id": context_id,
+        "server.address": card.url,
+        **tracing.trial_attributes(ref.trial),
+        "passhat.step": ref.step,
+        "passhat.role": "agent",
+    }
+
+
+def _reply_attributes(reply: a2a_client.Reply, usage: protocol.Usage | None) -> dict[str, Any]:
+    """What a turn's span says of the agent's answer."""
+    said = {
+        "gen_ai.conversation.id": reply.context_id,
+        "a2a.task.id": reply.task_id,
+        "a2a.task.state": reply.state,
+        **({} if usage is None else {"gen_ai.usage.input_tokens": usage.input_tokens,
+                                     "gen_ai.usage.output_tokens": usage.output_tokens,
+                                     "passhat.cost_usd": usage.cost}),
+    }
+    return {k: v for k, v in said.items() if v is not None}
 
 
 async def _failed(activities: Any, ref: StepRef, heartbeat: Heartbeat, error_class: str, words: str,

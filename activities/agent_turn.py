@@ -27,11 +27,9 @@ from typing import Any
 from temporalio.exceptions import ApplicationError
 
 from passhat.activities.conversation import (
-    Heartbeat,
     call_model,
-    heartbeat_every_s,
     infrastructure_failure,
-    recorded_result,
+    open_turn,
 )
 from passhat.contracts import Message, StepRef, StepResult, TrialSpec
 from passhat.domains.agent_identity import failure_at, method_at
@@ -169,11 +167,9 @@ def _run_turn(spec: TrialSpec, rows: list[Any], calls: _TurnCalls) -> _Turn:
 async def agent_turn(activities: Any, ref: StepRef) -> StepResult:
     """The step of a registered agent's turn (ConversationActivities.agent_turn)."""
     spec = ref.trial
-    heartbeat = Heartbeat(heartbeat_every_s(spec))
-    rows = await heartbeat.around(asyncio.to_thread(activities.store.steps, spec.trial_id))
-    recorded = next((row for row in rows if row.step == ref.step), None)
+    heartbeat, rows, recorded = await open_turn(activities.store, ref)
     if recorded is not None:
-        return recorded_result(recorded)
+        return recorded
     calls = _TurnCalls(ref, asyncio.get_running_loop())
     try:
         turn = await heartbeat.around(asyncio.to_thread(_run_turn, spec, rows, calls))

@@ -163,6 +163,16 @@ class Heartbeat:
             task.cancel()
 
 
+async def open_turn(store: Store, ref: StepRef) -> tuple[Heartbeat, list, StepResult | None]:
+    """The start of an agent's turn that its own code plays (a registered agent, an
+    agent behind A2A): its heartbeats, the trial's steps so far, and the turn's result
+    when it is recorded already (then nothing is played again)."""
+    heartbeat = Heartbeat(heartbeat_every_s(ref.trial))
+    rows = await heartbeat.around(asyncio.to_thread(store.steps, ref.trial.trial_id))
+    recorded = next((row for row in rows if row.step == ref.step), None)
+    return heartbeat, rows, None if recorded is None else recorded_result(recorded)
+
+
 @functools.lru_cache(maxsize=None)
 def _domain_facts(domain: str) -> scripted_faults.DomainFacts:
     """What the faulty scripted models plan their mistakes from, once per domain."""

@@ -275,10 +275,11 @@ def judge_json(step) -> dict | None:  # noqa: ANN001 - a StepRow or None
             "failure_class": step.failure_class, "failure": step.failure}
 
 
-def transcript(trial, steps, console: Console, judge=None, agent=None) -> None:  # noqa: ANN001
+def transcript(trial, steps, console: Console, judge=None, agent=None, restarts: int = 0) -> None:  # noqa: ANN001
     """A trial's conversation: messages, tool calls and results, the NL-assertion
     judge's step when it had one (tau2 1.0.x), then the score. `agent`: the agent that
-    played (run_identity.AgentIdentity), named with its digest."""
+    played (run_identity.AgentIdentity), named with its digest; `restarts`: how often
+    the conversation restarted in a fresh A2A context."""
     console.print(
         f"[bold]{trial.trial_id}[/]\n"
         f"agent {trial.agent_model}, user {trial.user_model}"
@@ -293,6 +294,9 @@ def transcript(trial, steps, console: Console, judge=None, agent=None) -> None: 
     )
     if agent is not None:
         console.print(f"agent {escape(agent.words())}", highlight=False)
+    if restarts:
+        console.print(f"restarted {restarts} time{'s' if restarts > 1 else ''} in a fresh A2A context "
+                      "(a turn's outcome was not known); the conversation below is the last", highlight=False)
     if trial.error:
         where = getattr(trial, "error_at", None)
         what = ("not evaluable" if trial.status == TRIAL_NOT_EVALUABLE else

@@ -72,6 +72,10 @@ def _run_header(run) -> list[str]:  # noqa: ANN001 - a RunReport
     if run.agent != DEFAULT_AGENT:
         lines.append(f"agent: {run.agent}")
     lines += agent_lines(run)
+    if run.a2a_restarts:
+        n = sum(run.a2a_restarts.values())
+        lines.append(f"A2A restarts: {n} in {len(run.a2a_restarts)} trial(s), each in a fresh context after a "
+                     f"turn whose outcome was not known ({', '.join(sorted(run.a2a_restarts))})")
     lines += [f"domain {name}: {digest_line(d)}" for name, d in run.domain_digests.items()]
     if run.departures:
         lines.append("DEPARTS FROM tau2: " + "; ".join(run.departures))

@@ -289,6 +289,7 @@ def show(
     trial = store.get_trial(trial_id)
     if trial is None:
         fail(f"no trial '{trial_id}'; `passhat trials RUN` lists a run's trial ids")
+    from passhat.domains.a2a_protocol import RESTART as A2A_RESTART
     from passhat.domains.nl_judge import judge_key
 
     steps = store.steps(trial_id)
@@ -302,14 +303,15 @@ def show(
             "output_tokens": sum(s.output_tokens for s in steps), "cost": sum(s.cost for s in steps)})
     run = store.get_run(trial.run_id)
     agent = None if run is None else agent_identity(run.run_config(), trial.agent_model)
+    restarts = store.set_aside_ending(trial.run_id, A2A_RESTART, trial_id).get(trial_id, 0)
     if output == "json":
         from passhat.results.jsonl import jsonl_line
 
         print(json.dumps({**jsonl_line(trial.run_id, trial, steps, agent=agent),
-                          "attempts": trial.attempts, "n_steps": trial.n_steps,
+                          "attempts": trial.attempts, "n_steps": trial.n_steps, "a2a_restarts": restarts,
                           "judge": judge_json(judge), "diagnosis": trial.diagnosis(), "reviews": reviews}))
         return
-    transcript(trial, steps, out_console, judge=judge, agent=agent)
+    transcript(trial, steps, out_console, judge=judge, agent=agent, restarts=restarts)
     review_lines(reviews, out_console)
 
 

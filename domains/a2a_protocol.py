@@ -48,6 +48,12 @@ TOOL_MODES = ("text", "mcp")
 # The first message's metadata key that holds the trial's MCP server URL (MCP mode).
 MCP_URL_KEY = "mcp_url"
 MCP_TOOLS_LINE = "Your tools are served over MCP (streamable HTTP) at this URL, for this conversation only:"
+# The failure class of an agent turn whose outcome is not known (its worker died
+# mid-turn) and that gave no task to follow: the trial restarts in a fresh context.
+RESTART = "A2ARestart"
+# How often a trial restarts so before it is given up as not evaluable (as often as
+# tau2 1.0.x re-runs a simulation).
+MAX_RESTARTS = 3
 
 _FORMAT = {
     "agentify": "Please response in the JSON format. Please wrap the JSON part with <json>...</json> tags.",
@@ -180,6 +186,52 @@ def parse_action(text: str) -> Action:
     if not text.strip():
         raise UnparsableReply("the reply has no text")
     raise UnparsableReply('no JSON action ({"name": ..., "arguments": {...}}) in the reply')
+
+
+# ---- what the agent says its turn cost ------------------------------------------------
+
+# Google ADK's A2A server puts an event's model usage in the A2A metadata under this key
+# (genai's GenerateContentResponseUsageMetadata, camelCase or snake_case, possibly as JSON
+# text); other agents use `usage` with OpenAI's or LangChain's names, and `cost` in USD.
+ADK_USAGE = "adk_usage_metadata"
+USAGE = "usage"
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+
+
+def reported_usage(metadata: list[dict[str, Any]]) -> Usage | None:
+    """The usage the agent reported with its reply: from the first of `metadata` (the
+    reply's metadata dicts, the message's or the task's first) that holds one; None when
+    none does. Values that are not numbers are ignored."""
+    for meta in metadata:
+        for key in (ADK_USAGE, USAGE):
+            found = meta.get(key)
+            if isinstance(found, str):
+                try:
+                    found = json.loads(found)
+                except ValueError:
+                    continue
+            if isinstance(found, dict):
+                return Usage(
+                    input_tokens=_count(found, "input_tokens", "prompt_tokens", "promptTokenCount",
+                                        "prompt_token_count"),
+                    output_tokens=_count(found, "output_tokens", "completion_tokens", "candidatesTokenCount",
+                                         "candidates_token_count"),
+                    cost=_number(found.get("cost", found.get("total_cost", meta.get("cost")))))
+    return None
+
+
+def _count(usage: dict[str, Any], *names: str) -> int:
+    return int(next((_number(usage[n]) for n in names if n in usage), 0))
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else 0.0
 
 
 # ---- the agent's identity ---------------------------------------------------------------

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -75,6 +75,9 @@ class Reply:
     task_id: str | None
     state: str  # "message" for a Message, else the task's state
     latency_s: float
+    # The metadata the reply carried, the message's or the task's first (its status
+    # message's, then its artifacts'): where an agent reports its usage.
+    metadata: list[dict[str, Any]] = field(default_factory=list)
 
 
 _cards: dict[str, object] = {}  # base URL -> the SDK's AgentCard, once per process
@@ -190,9 +193,18 @@ def _client(url: str) -> Any:
     key = (asyncio.get_running_loop(), url)
     client = _clients.get(key)
     if client is None:
-        http = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0))
+        http = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0),
+                                 event_hooks={"request": [_trace_context]})
         client = _clients[key] = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(_cards[url])
     return client
+
+
+async def _trace_context(request: httpx.Request) -> None:
+    """Each request carries the W3C trace context of the turn's span (`traceparent`),
+    so that the agent's own spans join the trial's trace; nothing when tracing is off."""
+    from opentelemetry.propagate import inject
+
+    inject(request.headers)
 
 
 async def _talk(url: str, timeout_s: float, exchange: Callable[[Any], Awaitable[Any]]) -> Reply:
@@ -230,7 +242,8 @@ async def _talk(url: str, timeout_s: float, exchange: Callable[[Any], Awaitable[
 def _reply(response, latency: float) -> Reply:
     if response.HasField("message"):
         m = response.message
-        return Reply(_text(m.parts), m.context_id or None, m.task_id or None, "message", latency)
+        return Reply(_text(m.parts), m.context_id or None, m.task_id or None, "message", latency,
+                     _metadata(m))
     from a2a.types import TaskState
 
     task = response.task
@@ -243,7 +256,15 @@ def _reply(response, latency: float) -> Reply:
     if state == "auth-required":
         raise A2AUnavailable("the agent's task wants authentication (auth-required)", transient=False)
     text = artifacts if state == "completed" and artifacts else status_text or artifacts
-    return Reply(text, task.context_id or None, task.id or None, state, latency)
+    metadata = _metadata(task, task.status.message if task.status.HasField("message") else None, *task.artifacts)
+    return Reply(text, task.context_id or None, task.id or None, state, latency, metadata)
+
+
+def _metadata(*carriers) -> list[dict[str, Any]]:  # noqa: ANN002 - messages, tasks, artifacts
+    """The metadata of each of `carriers` that has some, as plain dicts."""
+    from google.protobuf.json_format import MessageToDict
+
+    return [MessageToDict(c.metadata) for c in carriers if c is not None and c.HasField("metadata")]
 
 
 def _text(parts) -> str:

@@ -443,6 +443,22 @@ class Store:
             _move_steps(s, rows, judge, discarded_trial_id(judge, done + 1))
             return done + 1
 
+    def set_aside_ending(self, run_id: str, failure_class: str, trial_id: str | None = None) -> dict[str, int]:
+        """How many attempts of each trial of the run (or of `trial_id` alone) were set
+        aside after a step that failed with `failure_class` (an A2A turn whose outcome
+        was not known restarts its trial so): {trial id: count}, trials with none left out."""
+        query = select(StepRow.trial_id).distinct().where(
+            StepRow.run_id == run_id, StepRow.failure_class == failure_class,
+            col(StepRow.trial_id).contains(DISCARDED))
+        if trial_id is not None:
+            query = query.where(col(StepRow.trial_id).startswith(f"{trial_id}{DISCARDED}"))
+        counts: dict[str, int] = {}
+        with self._session() as s:
+            for aside in s.exec(query).all():
+                trial = aside.split(DISCARDED, 1)[0]
+                counts[trial] = counts.get(trial, 0) + 1
+        return counts
+
     def mark_cancelled(self, trial_id: str) -> None:
         """The run was cancelled while this trial ran: it keeps its steps, and resume
         continues it. A trial already scored or not evaluable keeps that outcome."""

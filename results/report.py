@@ -23,6 +23,7 @@ from passhat.results.estimate import Estimate
 from passhat.results.robustness import PersonaRobustness, persona_robustness
 from passhat.results.divergence import CauseChange, TaskDivergence, cause_changes, cause_of, run_divergences
 from passhat.results.records import ResultsError
+from passhat.domains.a2a_protocol import RESTART as A2A_RESTART
 from passhat.run_identity import AgentIdentity, agent_identity
 from passhat.contracts import (
     DEFAULT_AGENT,
@@ -165,6 +166,9 @@ class RunReport(BaseModel):
     domain_digests: dict[str, dict[str, str]] = Field(default_factory=dict, description=(
         "per domain, the sha256 digests (first 16 hex digits) of its policy, tool schemas, "
         "database and tasks as the run measured them; empty for a run recorded before them"))
+    a2a_restarts: dict[str, int] = Field(default_factory=dict, description=(
+        "per trial of an agent behind A2A that restarted in a fresh context (a turn whose "
+        "outcome was not known, with no task to follow), how many times; trials that did not are left out"))
 
     def tau2(self) -> str:
         """The run's tau2 in words, for report headers."""
@@ -332,6 +336,7 @@ def _run_report(store, run_id: str) -> RunReport:  # noqa: ANN001
         run_id=run_id, imported=imported, departures=config.departures(),
         agent=config.agent_label(), tau2_version=config.tau2_version, tau2_data=config.tau2_data,
         completeness=completeness, groups=groups, domain_digests=config.domain_digests or {},
+        a2a_restarts=store.set_aside_ending(run_id, A2A_RESTART) if not imported else {},
     )
 
 

@@ -5,6 +5,7 @@ thread by uvicorn, and agents that misbehave on purpose.
     with A2AAgentServer(lambda: ChatAgent("openai/oracle", http_args(srv.url))) as agent:
         run --agent a2a:{agent.url} ...
         agent.received   # message ids, in arrival order (a turn sent twice shows twice)
+        agent.traceparents  # the W3C `traceparent` header each message came with (or None)
 
 `a2a_version="0.3"` serves the agent as an a2a-sdk 0.3.x server does (a 0.3 card and
 JSON-RPC method names), through the SDK's compat layer.
@@ -56,9 +57,12 @@ class Counting:
         self.inner = inner
         self.received: list[str] = []
         self.cancelled: list[str] = []  # task ids the client asked to cancel
+        self.traceparents: list[str | None] = []  # each message's traceparent header
 
     async def execute(self, context: Any, event_queue: Any) -> None:
         self.received.append(context.message.message_id)
+        headers = context.call_context.state.get("headers", {}) if context.call_context else {}
+        self.traceparents.append(headers.get("traceparent"))
         await self.inner.execute(context, event_queue)
 
     async def cancel(self, context: Any, event_queue: Any) -> None:
@@ -168,6 +172,10 @@ class A2AAgentServer:
     @property
     def received(self) -> list[str]:
         return list(self.counting.received)
+
+    @property
+    def traceparents(self) -> list[str | None]:
+        return list(self.counting.traceparents)
 
     @property
     def cancelled(self) -> list[str]:

@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from passhat.activities.mcp_tools import UPDATE as MCP_TOOL_CALL, McpCall, McpCallRef
     from passhat.activities.results import NotEvaluable, ResultActivities, ScoreRequest
     from passhat.contracts import StepRef, StepResult, TrialOutcome, TrialSpec
+    from passhat.domains.a2a_protocol import MAX_RESTARTS as MAX_A2A_RESTARTS, RESTART as A2A_RESTART
     from passhat.domains.nl_judge import JUDGE_ERROR
     from passhat.domains.tau2_version import Tau2Rules, rules_for
     from passhat.infra import search_attributes as sa
@@ -175,9 +176,24 @@ class TrialWorkflow:
             # a judge reply its evaluator cannot read) runs again from the start, up to
             # `simulation_retries` times, and then ends as `exhausted_reason`. The budget
             # is this execution's: tau2's resume runs a simulation it gave up on afresh.
-            reruns = 0
+            reruns = restarts = 0
             while True:
                 turns, step = await self._converse(spec, rules)
+                if turns.model_failure == A2A_RESTART:
+                    # An A2A turn whose outcome is not known: the conversation restarts
+                    # in a fresh context, outside tau2's re-run budget (the agent did
+                    # not fail; what it saw is not known). Not without end: an agent
+                    # that keeps failing mid-turn would be paid for again and again.
+                    if restarts >= MAX_A2A_RESTARTS:
+                        return await workflow.execute_activity_method(
+                            ResultActivities.mark_not_evaluable,
+                            NotEvaluable(trial=spec, error_class=A2A_RESTART, error=(
+                                f"restarted {restarts} times in a fresh A2A context, and a turn's outcome was "
+                                "not known again: given up")),
+                            **options)
+                    restarts += 1
+                    await self._store_step(ResultActivities.set_attempt_aside, spec)
+                    continue
                 failure = turns.model_failure if rules.on_model_failure == "rerun" else None
                 if turns.model_failure is None and rules.grades_nl_assertions \
                         and turns.termination_reason in ("user_stop", "agent_stop"):

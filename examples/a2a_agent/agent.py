@@ -6,7 +6,8 @@ It keeps each A2A context's conversation as its own chat history and forwards it
 model as a plain chat without tools; the model's text is its reply, one action a turn,
 as the evaluator's first message asks (`<json>{"name": ..., "arguments": ...}</json>`).
 It answers with a Message, or with `--reply-as task` with a completed Task whose artifact
-holds the text (as AgentBeats agents do).
+holds the text (as AgentBeats agents do), and reports what its model call used in the
+reply's metadata: `{"usage": {"input_tokens": N, "output_tokens": N, "cost": USD}}`.
 
     python examples/a2a_agent/agent.py --port 9009 --model openai/gpt-4.1
     python examples/a2a_agent/agent.py --port 9009 --model openai/oracle \\
@@ -58,6 +59,7 @@ class ChatAgent(AgentExecutor):
         self.reply_as = reply_as
         self.histories: dict[str, list[dict[str, Any]]] = {}
         self.mcp_urls: dict[str, str] = {}  # context -> the MCP server its tools are at
+        self.usage: dict[str, dict[str, float]] = {}  # context id -> the usage of its answer under way
 
     async def answer(self, context_id: str, text: str) -> str:
         import litellm
@@ -65,13 +67,27 @@ class ChatAgent(AgentExecutor):
         history = self.histories.setdefault(context_id, [])
         history.append({"role": "user", "content": text})
         if context_id in self.mcp_urls:
-            return await self.answer_with_tools(self.mcp_urls[context_id], history)
+            return await self.answer_with_tools(context_id, self.mcp_urls[context_id], history)
         response = await litellm.acompletion(model=self.model, messages=list(history), **self.model_args)
+        self.count(context_id, response)
         reply = response.choices[0].message.content or ""
         history.append({"role": "assistant", "content": reply})
         return reply
 
-    async def answer_with_tools(self, mcp_url: str, history: list[dict[str, Any]], rounds: int = 30) -> str:
+    def count(self, context_id: str, response: Any) -> None:
+        """Add a model call's usage to the answer under way (reported with the reply)."""
+        usage = getattr(response, "usage", None)
+        if usage is None:
+            return
+        total = self.usage.setdefault(context_id, {"input_tokens": 0, "output_tokens": 0})
+        total["input_tokens"] += usage.prompt_tokens or 0
+        total["output_tokens"] += usage.completion_tokens or 0
+        cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+        if cost:
+            total["cost"] = total.get("cost", 0.0) + cost
+
+    async def answer_with_tools(self, context_id: str, mcp_url: str, history: list[dict[str, Any]],
+                                rounds: int = 30) -> str:
         """The model's turn with the MCP server's tools: its tool calls made over MCP and
         answered to it, until it says something to the user."""
         import litellm
@@ -83,6 +99,7 @@ class ChatAgent(AgentExecutor):
             for _ in range(rounds):
                 response = await litellm.acompletion(model=self.model, messages=list(history), tools=tools,
                                                      **self.model_args)
+                self.count(context_id, response)
                 message = response.choices[0].message
                 calls = message.tool_calls or []
                 if not calls:
@@ -107,13 +124,21 @@ class ChatAgent(AgentExecutor):
 
         return Client(mcp_url)
 
+    def reported(self, context_id: str) -> dict[str, Any] | None:
+        """The reply's metadata: the usage of the answer just given, if it made a model call."""
+        usage = self.usage.pop(context_id, None)
+        return {"usage": usage} if usage else None
+
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         metadata = dict(context.message.metadata) if context.message and context.message.metadata else {}
         if metadata.get("mcp_url"):
             self.mcp_urls[context.context_id] = str(metadata["mcp_url"])
         if self.reply_as != "task":
             reply = await self.answer(context.context_id, context.get_user_input())
-            await event_queue.enqueue_event(new_text_message(reply, context_id=context.context_id))
+            message = new_text_message(reply, context_id=context.context_id)
+            if metadata := self.reported(context.context_id):
+                message.metadata.update(metadata)
+            await event_queue.enqueue_event(message)
             return
         # The task first: a client that does not wait (non-blocking send) learns its id
         # at once, and can follow it if it loses the connection.
@@ -121,7 +146,7 @@ class ChatAgent(AgentExecutor):
                                                  TaskState.TASK_STATE_WORKING, history=[context.message]))
         reply = await self.answer(context.context_id, context.get_user_input())
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
-        await updater.add_artifact(new_text_artifact("action", reply).parts)
+        await updater.add_artifact(new_text_artifact("action", reply).parts, metadata=self.reported(context.context_id))
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:

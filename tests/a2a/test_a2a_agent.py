@@ -63,6 +63,10 @@ async def test_the_reference_agent_scores_as_the_oracle_does(client, sqlite_stor
     assert len({c for cs in contexts.values() for c in cs}) == len(trials)  # ... each its own
     assert {s.finish_reason for s in turns} == {"message" if reply_as == "message" else "completed"}
     assert all(s.latency_s > 0 for s in turns)
+    # the usage the agent reports in its replies' metadata is the turn's, as a model call's
+    assert all(s.input_tokens > 0 and s.output_tokens > 0 for s in turns)
+    others = [s for t in trials for s in sqlite_store.steps(t.trial_id) if not s.agent_state_json]
+    assert sum(t.input_tokens for t in trials) == sum(s.input_tokens for s in [*turns, *others])
     # the agent's tool actions were executed by passhat as tool steps
     assert any(s.role == "tool" for t in trials for s in sqlite_store.steps(t.trial_id))
 

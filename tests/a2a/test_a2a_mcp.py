@@ -73,8 +73,8 @@ def retrying_agent(oracle_url: str, transport: SendsCallsTwice, answers: list):
             http = httpx2.AsyncClient(transport=transport, timeout=60)
             return Client(streamable_http_client(mcp_url, http_client=http))
 
-        async def answer_with_tools(self, mcp_url, history, rounds=30):  # noqa: ANN001
-            reply = await super().answer_with_tools(mcp_url, history, rounds)
+        async def answer_with_tools(self, context_id, mcp_url, history, rounds=30):  # noqa: ANN001
+            reply = await super().answer_with_tools(context_id, mcp_url, history, rounds)
             answers[:] = [m["content"] for m in history if m["role"] == "tool"]
             return reply
 

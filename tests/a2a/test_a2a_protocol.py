@@ -13,6 +13,7 @@ from passhat.domains.a2a_protocol import (
     first_message,
     observation,
     parse_action,
+    reported_usage,
     since_last_action,
 )
 
@@ -75,3 +76,22 @@ def test_the_observation_is_what_happened_since_the_agents_last_action():
     user_call = Message(role="user", tool_calls=[ToolCall(id="2", name="toggle", arguments={"on": True},
                                                           requestor="user")])
     assert observation([user_call]) == "user: toggle(on=true)"
+
+
+@pytest.mark.parametrize("metadata, expected", [
+    # Google ADK's A2A server: genai's usage metadata, camelCase, as a dict or as JSON text
+    ([{"adk_usage_metadata": {"promptTokenCount": 120, "candidatesTokenCount": 7, "totalTokenCount": 127}}],
+     (120, 7, 0.0)),
+    ([{"adk_usage_metadata": json.dumps({"prompt_token_count": 5, "candidates_token_count": 2})}], (5, 2, 0.0)),
+    # OpenAI's / LangChain's names under `usage`, with a cost; the first carrier that has one wins
+    ([{"other": 1}, {"usage": {"prompt_tokens": 9, "completion_tokens": 3, "cost": 0.25}},
+      {"usage": {"input_tokens": 1}}], (9, 3, 0.25)),
+    ([{"usage": {"input_tokens": 4.0, "output_tokens": "lots", "total_cost": -1}}], (4, 0, 0.0)),
+])
+def test_the_usage_an_agent_reports_is_read_from_its_replys_metadata(metadata, expected):
+    usage = reported_usage(metadata)
+    assert (usage.input_tokens, usage.output_tokens, usage.cost) == expected
+
+
+def test_a_reply_without_usage_reports_none():
+    assert reported_usage([{"usage": "n/a"}, {"note": "x"}]) is None and reported_usage([]) is None
