@@ -13,8 +13,10 @@ finish_reason ("message" for a plain Message reply). A step once recorded is nev
 again; nor is one in flight when its worker died, when the agent answered with a task:
 its id is noted in the activity's heartbeat before the wait, and the retry follows the
 task (tasks/get) instead of sending the message again. The agent's own failures (a reply with no action in it, a task that ends failed,
-an A2A error, no answer in --model-timeout) end the conversation as tau2 ends an agent's
-error: agent_error, reward 0, the reply shown with the failure. A server that cannot be
+an A2A error, no answer in --model-timeout) end the conversation as the installed tau2
+ends a model's failure, the reply shown with the failure: agent_error, reward 0 (26.3);
+on 1.0.x the simulation runs again from the start, in a new context with new message
+ids, and after its re-runs is not evaluable (infrastructure_error). A server that cannot be
 reached or answers 5xx is not the agent's answer: the activity fails and Temporal
 retries it; past the retries the trial is not evaluable.
 """
@@ -53,17 +55,25 @@ def _outgoing(spec: TrialSpec, rows: list[Any]) -> tuple[str, dict[str, Any]]:
     return seen, previous.get("a2a", {})
 
 
-def message_id(spec: TrialSpec, step: int) -> str:
-    """The A2A message id of a turn: the same for every attempt of the step, so that an
-    agent that deduplicates by message id sees a re-sent turn as one message."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"passhat:{spec.trial_id}#{step}"))
+def message_id(spec: TrialSpec, step: int, attempt: int = 0) -> str:
+    """The A2A message id of a turn: the same for every retry of the step's activity, so
+    that an agent that deduplicates by message id sees a re-sent turn as one message; a
+    new one for each attempt of the simulation (tau2 1.0.x re-runs one that failed from
+    the start, in a new context: its turns are new messages, not the set-aside ones)."""
+    run = f"{spec.trial_id}@{attempt}" if attempt else spec.trial_id
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"passhat:{run}#{step}"))
+
+
+def _turn_state(store: Any, trial_id: str) -> tuple[list[Any], int]:
+    """(the trial's recorded steps, the number of its current attempt)."""
+    return store.steps(trial_id), store.attempts_set_aside(trial_id)
 
 
 async def a2a_turn(activities: Any, ref: StepRef) -> StepResult:
     """The step of an A2A agent's turn (ConversationActivities.agent_turn)."""
     spec = ref.trial
     heartbeat = Heartbeat(heartbeat_every_s(spec))
-    rows = await heartbeat.around(asyncio.to_thread(activities.store.steps, spec.trial_id))
+    rows, attempt = await heartbeat.around(asyncio.to_thread(_turn_state, activities.store, spec.trial_id))
     recorded = next((row for row in rows if row.step == ref.step), None)
     if recorded is not None:
         return recorded_result(recorded)
@@ -83,7 +93,7 @@ async def a2a_turn(activities: Any, ref: StepRef) -> StepResult:
                 url, sent["a2a_task"], timeout_s=spec.retry.model_call_timeout_s))
         else:
             reply = await heartbeat.around(a2a_client.send(
-                url, text, message_id=message_id(spec, ref.step), context_id=context_id, task_id=task_id,
+                url, text, message_id=message_id(spec, ref.step, attempt), context_id=context_id, task_id=task_id,
                 timeout_s=spec.retry.model_call_timeout_s,
                 on_task=lambda task, context: heartbeat.note({"a2a_task": task, "context_id": context})))
     except asyncio.CancelledError:  # the run was cancelled: so is the agent's task, if it has one
