@@ -13,8 +13,10 @@ finish_reason ("message" for a plain Message reply). A step once recorded is nev
 again; nor is one in flight when its worker died, when the agent answered with a task:
 its id is noted in the activity's heartbeat before the wait, and the retry follows the
 task (tasks/get) instead of sending the message again. The agent's own failures (a reply with no action in it, a task that ends failed,
-an A2A error, no answer in --model-timeout) end the conversation as tau2 ends an agent's
-error: agent_error, reward 0, the reply shown with the failure. A server that cannot be
+an A2A error, no answer in --model-timeout) end the conversation as the installed tau2
+ends a model's failure, the reply shown with the failure: agent_error, reward 0 (26.3);
+on 1.0.x the simulation runs again from the start, in a new context with new message
+ids, and after its re-runs is not evaluable (infrastructure_error). A server that cannot be
 reached or answers 5xx is not the agent's answer: the activity fails and Temporal
 retries it; past the retries the trial is not evaluable.
 """
@@ -53,12 +55,14 @@ def _outgoing(spec: TrialSpec, rows: list[Any], mcp_url: str | None = None) -> t
     return seen, previous.get("a2a", {})
 
 
-def message_id(spec: TrialSpec, step: int, restarts: int = 0) -> str:
-    """The A2A message id of a turn: the same for every attempt of the step, so that an
-    agent that deduplicates by message id sees a re-sent turn as one message; a new one
-    after the trial restarted in a fresh context."""
-    again = f"~restart-{restarts}" if restarts else ""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"passhat:{spec.trial_id}{again}#{step}"))
+def message_id(spec: TrialSpec, step: int, attempt: int = 0) -> str:
+    """The A2A message id of a turn: the same for every retry of the step's activity, so
+    that an agent that deduplicates by message id sees a re-sent turn as one message; a
+    new one for each attempt of the conversation (tau2 1.0.x re-runs one that failed from
+    the start, and a trial restarts in a fresh context: its turns are new messages, not
+    the set-aside ones)."""
+    run = f"{spec.trial_id}@{attempt}" if attempt else spec.trial_id
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"passhat:{run}#{step}"))
 
 
 async def a2a_turn(activities: Any, ref: StepRef) -> StepResult:
@@ -88,10 +92,9 @@ async def _exchange(activities: Any, ref: StepRef, heartbeat: Heartbeat, rows: l
     text, state = await heartbeat.around(asyncio.to_thread(_outgoing, spec, rows, mcp_url))
     url = protocol.agent_url(spec.agent)
     context_id = state.get("context_id")
-    if "restarts" not in state:  # the conversation's first turn: how often it restarted
-        restarted = await heartbeat.around(asyncio.to_thread(
-            activities.store.set_aside_ending, spec.run_id, protocol.RESTART, spec.trial_id))
-        state["restarts"] = restarted.get(spec.trial_id, 0)
+    if "attempt" not in state:  # the conversation's first turn: how many attempts are set aside
+        state["attempt"] = await heartbeat.around(asyncio.to_thread(
+            activities.store.attempts_set_aside, spec.trial_id))
     # A task the agent left waiting for input is continued; a finished one is not.
     task_id = state.get("task_id") if state.get("state") == "input-required" else None
     details: dict[str, Any] = {"model": spec.agent_model}
@@ -118,7 +121,7 @@ async def _exchange(activities: Any, ref: StepRef, heartbeat: Heartbeat, rows: l
                     url, sent["a2a_task"], timeout_s=spec.retry.model_call_timeout_s))
             else:
                 reply = await heartbeat.around(a2a_client.send(
-                    url, text, message_id=message_id(spec, ref.step, state["restarts"]), context_id=context_id,
+                    url, text, message_id=message_id(spec, ref.step, state["attempt"]), context_id=context_id,
                     task_id=task_id, timeout_s=spec.retry.model_call_timeout_s,
                     on_task=lambda task, context: heartbeat.note({"a2a_task": task, "context_id": context}),
                     metadata={protocol.MCP_URL_KEY: mcp_url} if mcp_url else None))
@@ -141,7 +144,7 @@ async def _exchange(activities: Any, ref: StepRef, heartbeat: Heartbeat, rows: l
     if usage is not None:  # what the agent says its turn cost, counted as a model call's
         details.update(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost)
     new_state = {"context_id": reply.context_id or context_id, "task_id": reply.task_id, "state": reply.state,
-                 "restarts": state["restarts"]}
+                 "attempt": state["attempt"]}
     if context_id and reply.context_id and reply.context_id != context_id:
         return await _failed(activities, await _reply_step(activities, ref, heartbeat, mcp_url), heartbeat,
                              "A2AContextChanged",

@@ -429,6 +429,12 @@ class Store:
             _move_steps(s, rows, trial_id, discarded_trial_id(trial_id, done + 1))
             return done + 1
 
+    def attempts_set_aside(self, trial_id: str) -> int:
+        """How many attempts of the trial are set aside (discard_attempt): the current
+        attempt's number, counting from 0."""
+        with self._session() as s:
+            return _set_aside_count(s, f"{trial_id}{DISCARDED}")
+
     def discard_judge(self, trial_id: str) -> int:
         """Set the judge's step of the trial aside (`<trial>~judge` becomes
         `<trial>~judge~discarded-n`), so that the judge is asked again while the

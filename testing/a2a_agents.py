@@ -1,6 +1,13 @@
 """Agents behind A2A over real loopback HTTP, for tests and benches: the reference agent
-of examples/a2a_agent (a2a-sdk's server, litellm to its model) served in a background
-thread by uvicorn, and agents that misbehave on purpose.
+of examples/a2a_agent (a2a-sdk's server, litellm to its model) served by uvicorn on an
+event loop of its own in a background thread, and agents that misbehave on purpose.
+
+Every agent served here runs on that one loop, for the life of the process, as a
+deployed agent's process serves on one loop. litellm keeps its async HTTP clients in a
+process-wide cache, and with a loop per server, litellm 1.82.6 (tau2 1.0.x's) handed a
+later server's loop a client whose pooled connection belonged to an earlier server's
+closed loop: "Event loop is closed" inside the agent, its task failed, the turn counted
+as the agent's failure (and re-run on 1.0.x).
 
     with A2AAgentServer(lambda: ChatAgent("openai/oracle", http_args(srv.url))) as agent:
         run --agent a2a:{agent.url} ...
@@ -14,6 +21,7 @@ JSON-RPC method names), through the SDK's compat layer.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import importlib.util
 import sys
@@ -167,7 +175,7 @@ class A2AAgentServer:
         kwargs = {"name": name} if name else {}
         app = example().build_app(self.counting, self.url + "/", a2a_version, description=description, **kwargs)
         self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self._thread = threading.Thread(target=self._server.run, daemon=True, name=f"a2a-agent-{self.port}")
+        self._serving: concurrent.futures.Future | None = None
 
     @property
     def received(self) -> list[str]:
@@ -182,17 +190,28 @@ class A2AAgentServer:
         return list(self.counting.cancelled)
 
     def __enter__(self) -> A2AAgentServer:
-        self._thread.start()
+        self._serving = asyncio.run_coroutine_threadsafe(self._server.serve(), agents_loop())
         deadline = time.monotonic() + 30
         while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
+            if time.monotonic() > deadline or self._serving.done():
                 raise RuntimeError(f"the A2A agent on port {self.port} did not start")
             time.sleep(0.02)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._server.should_exit = True
-        self._thread.join(timeout=10)
+        try:  # (a request still in flight, e.g. a hanging agent's, may hold it open)
+            self._serving.result(timeout=10)
+        except concurrent.futures.TimeoutError:
+            pass
+
+
+@functools.cache
+def agents_loop() -> asyncio.AbstractEventLoop:
+    """The event loop every agent served here runs on, in a daemon thread of its own."""
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True, name="a2a-agents").start()
+    return loop
 
 
 async def task_noted(client: Any, trial_id: str) -> bool:

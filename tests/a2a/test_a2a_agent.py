@@ -2,8 +2,9 @@
 a2a-sdk on both sides and a real Temporal server: the reference agent
 (examples/a2a_agent) forwarding to the scripted oracle over HTTP scores as the oracle
 does, on A2A 1.0 and on 0.3, replying with Messages or with Tasks; an agent that answers
-garbage fails as tau2 counts an agent's error, with its reply shown; one that hangs is
-bounded by the turn's timeout; an agent URL that gives no card is refused before
+garbage fails as the installed tau2 counts a model's failure (agent_error on 26.3; on
+1.0.x re-runs, each a new message, then not evaluable), with its reply shown; one that
+hangs is bounded by the turn's timeout; an agent URL that gives no card is refused before
 anything runs."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 
 from passhat.cli.run_options import UserInputError
 from passhat.domains.a2a_protocol import A2A_AGENT_MODEL
+from passhat.domains.tau2_version import installed_rules
 from passhat.testing.a2a_agents import A2AAgentServer, chat_agent, fixed_reply_agent, hanging_agent, task_noted
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import free_port, until
@@ -71,12 +73,27 @@ async def test_the_reference_agent_scores_as_the_oracle_does(client, sqlite_stor
     assert any(s.role == "tool" for t in trials for s in sqlite_store.steps(t.trial_id))
 
 
+def assert_failed_as_tau2_counts(trial, received: list[str], failure_class: str) -> None:
+    """The agent's failure, as the installed tau2 counts a model's: agent_error with
+    reward 0 after one message (26.3); a simulation re-run from the start, each attempt
+    one new message, and then not evaluable (1.0.x)."""
+    rules = installed_rules()
+    if rules.on_model_failure == "rerun":
+        assert (trial.status, trial.termination_reason, trial.error_class) == (
+            "not_evaluable", rules.exhausted_reason, failure_class)
+        assert len(received) == len(set(received)) == 1 + rules.simulation_retries
+    else:
+        assert (trial.status, trial.reward, trial.termination_reason) == ("scored", 0.0, "agent_error")
+        assert len(received) == 1  # not sent again: the agent may have acted on it
+
+
 async def test_an_agent_that_answers_garbage_fails_with_its_reply_shown(client, sqlite_store):
     with A2AAgentServer(fixed_reply_agent("I am not sure what to do.")) as agent:
         cfg = a2a_config(agent, task_ids=["0"])
         await run_to_end(client, sqlite_store, cfg)
+        received = agent.received
     [trial] = sqlite_store.trials(cfg.run_id)
-    assert (trial.status, trial.reward, trial.termination_reason) == ("scored", 0.0, "agent_error")
+    assert_failed_as_tau2_counts(trial, received, "A2AUnparsableReply")
     last = sqlite_store.steps(trial.trial_id)[-1]
     assert last.failure_class == "A2AUnparsableReply"
     assert "I am not sure what to do." in last.failure
@@ -93,9 +110,8 @@ async def test_an_agent_that_hangs_is_bounded_by_the_turn_timeout(client, sqlite
     finally:
         release.set()
     [trial] = sqlite_store.trials(cfg.run_id)
-    assert (trial.status, trial.reward, trial.termination_reason) == ("scored", 0.0, "agent_error")
+    assert_failed_as_tau2_counts(trial, received, "A2ATimeout")
     assert sqlite_store.steps(trial.trial_id)[-1].failure_class == "A2ATimeout"
-    assert len(received) == 1  # not sent again: the agent may have acted on it
 
 
 def test_an_agent_url_without_a_card_is_refused_before_anything_runs():

@@ -24,6 +24,7 @@ from passhat.domains.tau2_version import installed_rules
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import Passhat, passhat, stopping_workers, until
 from passhat.testing.scripted_http import SCENARIO_TAG, ScriptedResponder, http_args
+from tests.helpers import needs_agent_errors
 
 
 # A scripted agent whose failures are scored failures (the trials a review reads): 26.3
@@ -33,9 +34,6 @@ FAILING_AGENT = "scripted/noisy-0.0" if installed_rules().on_model_failure == "a
 TAU2_REVIEWER = installed_rules().reviewer == "tau2"
 # tau2 1.0.x's full mode classifies authentication with one more judge call per trial.
 AUTH_CALLS = 1 if TAU2_REVIEWER else 0
-needs_agent_errors = pytest.mark.skipif(
-    installed_rules().on_model_failure != "agent_error",
-    reason="its HTTP agent (noisy-P) fails by empty replies, which this tau2 re-runs and gives up on")
 
 
 class QuittingUser(ScriptedResponder):

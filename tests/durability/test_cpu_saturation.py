@@ -54,6 +54,7 @@ from passhat.testing.harness import (
     until,
 )
 from passhat.testing.scripted_http import http_args, request_key
+from tests.helpers import needs_agent_errors
 
 RUN_ID = "durability-cpu-saturation"
 # The two of harness.TASKS with the shortest conversations (5 and 6 model calls when the
@@ -141,6 +142,7 @@ def call_name(body: dict) -> str:
     return f"{body.get('model')} seed {body.get('seed')}, {len(messages)} messages, last: {last!r}"
 
 
+@needs_agent_errors
 async def test_saturated_cpu_serves_each_model_call_once(passhat_procs, model_server, responder, cpu_hogs):
     ph, srv = passhat_procs, model_server
     responder.latency = LATENCY_S

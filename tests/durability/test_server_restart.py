@@ -41,6 +41,7 @@ from passhat.testing.harness import (
     until,
 )
 from passhat.testing.scripted_http import http_args
+from tests.helpers import needs_agent_errors
 
 RUN_ID = "durability-server-restart"
 GAVE_UP = "Network error while completing activity"
@@ -55,6 +56,7 @@ def diagnostics(ph) -> str:  # noqa: ANN001 - a Passhat
         return ""
 
 
+@needs_agent_errors
 async def test_run_survives_server_sigkill_and_restart(fresh_temporal_server, passhat_procs, model_server, responder):
     server, ph, srv = fresh_temporal_server, passhat_procs, model_server
     args = json.dumps(http_args(srv.url))

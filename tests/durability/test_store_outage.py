@@ -43,6 +43,7 @@ from passhat.testing.harness import (
     until,
     workflow_ids,
 )
+from tests.helpers import needs_agent_errors
 from passhat.testing.postgres import ThrowawayPostgres
 from passhat.testing.scripted_http import http_args, request_key
 from temporalio.api.enums.v1 import EventType, WorkflowExecutionStatus
@@ -102,6 +103,7 @@ async def retried_in_histories(client, config) -> Counter:
     return retried
 
 
+@needs_agent_errors
 @pytest.mark.timeout(240)  # slow by design: the store stays down for OUTAGE_S (30 s); ~2 min in all
 async def test_run_waits_out_a_store_outage(pg_passhat, postgres, model_server, responder):
     ph, pg, srv = pg_passhat, postgres, model_server

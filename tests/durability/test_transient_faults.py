@@ -36,6 +36,7 @@ from passhat.testing.fault_server import Fault, RandomFaults
 from passhat.testing.scripted_http import http_args, request_key
 from passhat.workflows.client import follow, start_run
 from tests.runs import config, worker_for
+from tests.helpers import needs_agent_errors
 
 # Drawn per request, not per arrival: the eight conversations interleave differently in
 # every run, and the failure each retried call saw last (asserted below) must not depend
@@ -84,6 +85,7 @@ async def retry_seen_while_pending(client, cfg) -> tuple[int, str] | None:  # no
     return None
 
 
+@needs_agent_errors
 async def test_transient_faults_are_retried_never_scored(client, sqlite_store, model_server, responder):
     store, srv = sqlite_store, model_server
     responder.latency = 0.05

@@ -31,11 +31,13 @@ from passhat.testing.harness import (
     until,
 )
 from passhat.testing.scripted_http import http_args
+from tests.helpers import needs_agent_errors
 
 RUN_ID = "durability-worker-kill"
 KILLS = 3
 
 
+@needs_agent_errors
 async def test_run_survives_repeated_worker_sigkill(passhat_procs, model_server, responder):
     ph, srv = passhat_procs, model_server
     args = json.dumps(http_args(srv.url))

@@ -1,13 +1,16 @@
-"""A model whose own output breaks the conversation fails as tau2 fails it: the trial
-ends as agent_error with reward 0 and counts in pass^k, with the failure's class and the
-side that produced it on the trial. It never crashes a worker and never makes the trial
-not evaluable. Answering invalid arguments with a tool error instead is an opt-in
+"""A model whose own output breaks the conversation fails as the installed tau2 fails
+it: on 26.3 the trial ends as agent_error with reward 0 and counts in pass^k, with the
+failure's class and the side that produced it on the trial; on 1.0.x the simulation runs
+again from the start and, failing each time, is given up (not evaluable,
+infrastructure_error, the failure's class on the trial). It never crashes a worker.
+Answering invalid arguments with a tool error instead is an opt-in
 departure, recorded on the run and printed in its report."""
 
 from __future__ import annotations
 
 import pytest
 
+from passhat.domains.tau2_version import installed_rules
 from passhat.testing.fault_server import FaultServer
 from passhat.run_identity import fingerprint
 from tests.helpers import conversation
@@ -38,7 +41,17 @@ async def test_malformed_agent_output_is_the_agents_failure(
             agent_args=f'{{"api_base": "{srv.url}/v1", "api_key_env": "PASSHAT_TEST_API_KEY"}}',
         )
         summary = await run_to_end(client, sqlite_store, cfg)
-        assert srv.received == agent_requests
+        received = srv.received
+    rules = installed_rules()
+    if failure and rules.on_model_failure == "rerun":
+        # each attempt asks once more (no re-asking of an empty reply within one)
+        assert received == (1 + rules.simulation_retries) * (1 + rules.empty_reply_retries)
+        [trial] = sqlite_store.trials(cfg.run_id)
+        assert (summary.results[0].evaluable, trial.status) == (0, "not_evaluable")
+        assert (trial.termination_reason, trial.error_class) == (rules.exhausted_reason, failure)
+        assert sqlite_store.steps(trial.trial_id)[-1].failure_class == failure
+        return
+    assert received == agent_requests
     [row] = summary.results
     assert (row.evaluable, row.avg_reward, row.pass_hat_k) == (1, 0.0, {"1": 0.0})
     [trial] = sqlite_store.trials(cfg.run_id)

@@ -68,8 +68,10 @@ async def test_each_known_behaviour_breaks_the_scripted_agents_it_should(client,
     does one that answers its first ask by changing its mind and its second by going
     back; one that gives it by the second ask (skeptical:1, incoherent:1) does not."""
     personas = ["skeptical:1", "skeptical:2", "incoherent:1", "incoherent:3", "changes-mind:1", "impatient:1"]
+    # Tasks whose gold actions write to the database on both tau2 versions: one that
+    # only reads (1.0.x's airline 2 and 9) is solved by an agent that does nothing.
     cfg = config(agent_models=["scripted/oracle", "scripted/verifier"], user_model="scripted/customer",
-                 task_ids=["2", "7", "9"], trials=1, user_personas=personas)
+                 task_ids=["7", "8", "17"], trials=1, user_personas=personas)
     summary = await run_to_end(client, sqlite_store, cfg)
     got = {(r.agent_model, r.user_persona): r.pass_hat_k["1"] for r in summary.results}
     assert all(r.evaluable == r.trials == 3 for r in summary.results)
