@@ -81,7 +81,7 @@ def persona_robustness(groups: list[GroupReport]) -> list[PersonaRobustness]:
         if group.user_persona is None or base is None:
             continue
         mine, theirs = _by_task(group), _by_task(base)
-        shared = sorted(set(mine) & set(theirs))
+        shared = [t for t in theirs if t in mine]  # in the run's task order (17 after 8, not before 7)
         drop = {}
         for k in sorted({k for t in shared for k in theirs[t].pass_hat_k}, key=int):
             paired = metrics.paired_difference(

@@ -14,7 +14,9 @@ from passhat.results.report import build_report
 from tests.runs import config, run_to_end
 
 PERSONAS = ["skeptical:2", "incoherent:1", "impatient:3"]
-TASKS = ["2", "7", "9"]  # airline tasks with writes, whose user ids the verifier asks for
+# Airline tasks whose gold actions write on both tau2 versions (1.0.x's 2 and 9 only read:
+# an agent that does nothing solves them), whose user ids the verifier asks for.
+TASKS = ["7", "8", "17"]
 
 
 async def test_a_persona_sweep_reports_pass_hat_k_and_the_paired_drop_per_agent_and_persona(client, sqlite_store):
@@ -48,11 +50,11 @@ async def test_a_persona_sweep_reports_pass_hat_k_and_the_paired_drop_per_agent_
     assert ("scripted/verifier [skeptical:2] on airline "
             "pass^2 0.000 [0.000, 0.000] vs 1.000 [1.000, 1.000] under tau2's user "
             "drop +1.000 [+1.000, +1.000] over 3 tasks pass^1 drop +1.000 [+1.000, +1.000] "
-            "breaks 3 task(s): 2, 7, 9") in " ".join(table.split())
+            "breaks 3 task(s): 7, 8, 17") in " ".join(table.split())
     console = Console(record=True, width=80)
     report_text.report_table(report, "task", console)
     by_task = " ".join(console.export_text().split())
-    assert "this persona breaks 3 task(s): 2, 7, 9" in by_task and "this persona breaks no task" in by_task
+    assert "this persona breaks 3 task(s): 7, 8, 17" in by_task and "this persona breaks no task" in by_task
     markdown = report_text.report_markdown(report, "model")
     assert "## Robustness to user personas" in markdown and "- **scripted/verifier [skeptical:2] on airline**" in markdown
     csv_lines = report_text.report_csv(report, "model").splitlines()
@@ -61,7 +63,7 @@ async def test_a_persona_sweep_reports_pass_hat_k_and_the_paired_drop_per_agent_
     page = html_report.render(report, {r.run_id: html_report.trial_views(sqlite_store, r, None, "default", "")
                                        for r in report.runs})
     assert '<section id="personas"><h2>Robustness to user personas</h2>' in page
-    assert "<td>+1.000<br><small>+1.000 – +1.000</small></td><td>3</td><td class=\"l\">2, 7, 9</td>" in page
+    assert "<td>+1.000<br><small>+1.000 – +1.000</small></td><td>3</td><td class=\"l\">7, 8, 17</td>" in page
     # Every cell of the task x trial grids opens its trial, a persona's too.
     grid = page[page.index('<section id="grid">'):]
     links = set(re.findall(r'href="#([^"]+)"', grid[:grid.index("</section>")]))
