@@ -112,7 +112,7 @@ def resume(
     from passhat.domains.digest import measured_again
 
     if is_a2a(config.agent):  # an agent behind A2A is what its card says now
-        from passhat.cli.run_config import read_a2a_card
+        from passhat.cli.agent_choice import read_a2a_card
 
         read_a2a_card(config.agent)
     config = measured_again(config)

@@ -1,11 +1,10 @@
-"""Turning a run's options into a checked RunConfig (`build_config`), and the checks of
-the values one option or sweep-file key holds: JSON model args without secrets, model
-strings litellm can route, durations, provider caps, run ids."""
+"""Turning a run's options into a checked RunConfig (`build_config`; which agent it
+measures is cli/agent_choice.py's), and the checks of the values one option or
+sweep-file key holds: JSON model args without secrets, model strings litellm can route,
+durations, provider caps, run ids."""
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import json
 import os
 import re
@@ -13,9 +12,10 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any
 
+from passhat.cli.agent_choice import a2a_protocol_of, agent_tools_of, check_agent_runs, registered_agent
 from passhat.cli.run_options import RunOptions, UserInputError, check_bounds, options_with_bounds
 from passhat.domains.a2a_protocol import A2A_AGENT_MODEL
-from passhat.contracts import DEFAULT_AGENT, DEFAULT_TEMPERATURE, POLICY_PLACEHOLDER, RUN_ID_PATTERN, RUN_ID_RULE, ProviderLimit, RunConfig, provider_of
+from passhat.contracts import DEFAULT_TEMPERATURE, RUN_ID_PATTERN, RUN_ID_RULE, ProviderLimit, RunConfig, provider_of
 
 
 
@@ -197,7 +197,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         custom_domain_name(base, path) if path is not None else base
         for base, path in map(split_domain_name, domains)
     ]
-    a2a = _a2a_agent(options)  # the card is read before anything else is checked
+    a2a = a2a_protocol_of(options)  # the card is read before anything else is checked
     if a2a is not None:
         if agent_models or options.agent_args:
             raise UserInputError(
@@ -230,7 +230,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
                                             models=[*agent_models, options.user_model])
     plugins = run_plugins(options.plugins)
     load_plugins(plugins)  # before the agent and the domains: a plugin may register them
-    agent, agent_prompt = _agent(options) if a2a is None else (options.agent, None)
+    agent, agent_prompt = registered_agent(options) if a2a is None else (options.agent, None)
     user_personas = _user_personas(options.user_personas)
     per_domain: dict[str, list[str]] = {}
     for domain_name in dict.fromkeys(domains):
@@ -265,7 +265,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
     if task_ids and not any(per_domain.values()):
         raise UserInputError(f"none of the --task ids exist in {', '.join(per_domain)}")
     if agent is not None and a2a is None:
-        _check_agent_runs(agent, per_domain, agent_models[0], per_model.get(agent_models[0], agent_args))
+        check_agent_runs(agent, per_domain, agent_models[0], per_model.get(agent_models[0], agent_args))
     try:
         tau2_version = installed_version()
         family_of(tau2_version)
@@ -301,7 +301,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         rejudge=_rejudge(options.rejudge),
         agent=agent,
         agent_protocol=a2a,
-        agent_tools=_agent_tools(options),
+        agent_tools=agent_tools_of(options),
         agent_prompt=agent_prompt,
         plugins=plugins,
         retry={"max_attempts": options.max_attempts, "model_call_timeout_s": options.model_timeout,
@@ -337,114 +337,6 @@ def _task_set_domains(domains: list[str], options: RunOptions) -> list[str]:
     if options.task_set_name is not None and len(set(domains)) > 1:
         raise UserInputError("--task-set-name takes the tasks of one task set: give exactly one --domain with it")
     return [variant_name(d, options.task_set_name, options.task_split_name) for d in domains]
-
-
-def read_agent_prompt(path: str) -> str:
-    """The text of an agent prompt template, which must say where the policy goes."""
-    from pathlib import Path
-
-    try:
-        text = Path(path).expanduser().read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        raise UserInputError(f"agent prompt {path}: cannot read it ({reason})")
-    if POLICY_PLACEHOLDER not in text:
-        raise UserInputError(
-            f"agent prompt {path} has no {POLICY_PLACEHOLDER} placeholder: put it where the "
-            "domain's policy goes (the prompt replaces tau2's, which holds the policy)"
-        )
-    return text
-
-
-def _agent(options: RunOptions) -> tuple[str | None, str | None]:
-    """The run's agent (None: tau2's LLM agent, passhat's own path) and prompt text."""
-    prompt = read_agent_prompt(options.agent_prompt) if options.agent_prompt is not None else None
-    name = options.agent
-    if name is None or name == DEFAULT_AGENT:
-        return None, prompt
-    if prompt is not None:
-        raise UserInputError(
-            f"--agent-prompt replaces the prompt of tau2's LLM agent ({DEFAULT_AGENT}); "
-            f"agent {name!r} builds its own prompt"
-        )
-    from passhat.domains.tau2_agents import AgentSetupError, check_agent
-
-    try:
-        check_agent(name)
-    except AgentSetupError as err:
-        raise UserInputError(str(err))
-    return name, None
-
-
-def _a2a_agent(options: RunOptions) -> str | None:
-    """For --agent a2a:URL, the convention its messages follow (--agent-protocol, or
-    detected from its card), once its card is read and noted as its identity; None for
-    every other agent. A URL that does not answer with a usable card is refused here,
-    before anything runs."""
-    from passhat.domains import a2a_protocol
-
-    name = options.agent
-    if not a2a_protocol.is_a2a(name):
-        if options.agent_protocol is not None:
-            raise UserInputError("--agent-protocol is for an agent behind A2A (--agent a2a:URL)")
-        return None
-    if options.agent_prompt is not None:
-        raise UserInputError(f"--agent-prompt replaces tau2's LLM agent's prompt; --agent {name} is deployed "
-                             "with its own (passhat sends it the policy in its first message)")
-    chosen = options.agent_protocol
-    if chosen is not None and chosen not in a2a_protocol.PROTOCOLS:
-        raise UserInputError(f"--agent-protocol {chosen!r}: use one of {', '.join(a2a_protocol.PROTOCOLS)}")
-    card = read_a2a_card(name)
-    return chosen or a2a_protocol.detect_protocol(f"{card.name} {card.description}")
-
-
-def _agent_tools(options: RunOptions) -> str | None:
-    """--agent-tools: None for text mode (the default), "mcp" for tools over MCP."""
-    from passhat.domains import a2a_protocol
-
-    chosen = options.agent_tools
-    if chosen is None or chosen == "text":
-        return None
-    if chosen not in a2a_protocol.TOOL_MODES:
-        raise UserInputError(f"--agent-tools {chosen!r}: use one of {', '.join(a2a_protocol.TOOL_MODES)}")
-    if not a2a_protocol.is_a2a(options.agent):
-        raise UserInputError("--agent-tools is for an agent behind A2A (--agent a2a:URL)")
-    return chosen
-
-
-def read_a2a_card(name: str) -> Any:
-    """The card of the agent `a2a:URL`, read now and noted as the agent's identity
-    (UserInputError when the URL does not answer with a usable card)."""
-    from passhat.domains import a2a_protocol
-    from passhat.infra import a2a_client
-
-    url = a2a_protocol.agent_url(name)
-    try:
-        check_api_base(url, f"--agent {name}")
-    except UserInputError:
-        raise UserInputError(f"--agent {name}: after a2a: comes the agent's http(s) URL, "
-                             "e.g. a2a:http://localhost:9009") from None
-    try:
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:  # its own loop: callers may run one
-            card = pool.submit(asyncio.run, a2a_client.read_card(url)).result()
-    except a2a_client.A2ASetupError as err:
-        raise UserInputError(f"--agent {name}: {err}") from None
-    a2a_protocol.note_card(name, {"card name": card.name, "card version": card.version, "card url": card.url})
-    return card
-
-
-def _check_agent_runs(agent: str, per_domain: dict[str, list[str]], model: str, args: dict[str, Any]) -> None:
-    """Build the agent on each domain's first task and record its first state, as its
-    first turn will: a mistake there is the user's to fix before anything runs."""
-    from passhat.domains.registry import get_domain
-    from passhat.domains.tau2_agents import AgentSetupError, check_runnable
-
-    for name, chosen in per_domain.items():
-        if chosen:
-            try:
-                check_runnable(agent, get_domain(name), chosen[0], model, args)
-            except AgentSetupError as err:
-                raise UserInputError(str(err))
 
 
 def _judge(options: RunOptions) -> tuple[str | None, dict[str, Any]]:
