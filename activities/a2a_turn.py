@@ -214,13 +214,3 @@ def _reply_attributes(reply: a2a_client.Reply, usage: protocol.Usage | None) -> 
                                      "passhat.cost_usd": usage.cost}),
     }
     return {k: v for k, v in said.items() if v is not None}
-
-
-async def _failed(activities: Any, ref: StepRef, heartbeat: Heartbeat, error_class: str, words: str,
-                  reply: str | None, details: dict[str, Any]) -> StepResult:
-    """The agent's own failure: recorded as its step, with what it answered; the
-    conversation ends as agent_error."""
-    shown = f"{words}; the agent's reply: {json.dumps(reply[:500])}" if reply else words
-    return await activities._record_paid(
-        ref, heartbeat, "assistant", [Message(role="assistant", content=reply or None)], ref.trial.trial_id,
-        failure_class=error_class, failure=secrets.redact(shown)[:1000], **details)
