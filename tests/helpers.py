@@ -99,3 +99,30 @@ def make_spec(run_id="r1", task_id="t1", index=0):
 def conversation(store: Store, trial_id: str) -> list[Message]:
     """A trial's recorded conversation: every step's messages, in step order."""
     return [m for row in store.steps(trial_id) for m in row.message_list()]
+
+
+def tasks_with_agent_writes(n: int, *, after_first: bool = False, prefer: tuple[str, ...] = ()) -> list[str]:
+    """The first `n` airline tasks of the installed tau2 whose gold actions have a write of
+    the agent's (with `after_first`, one after its first action): the tasks differ between
+    26.3 and 1.0.x (1.0.x's 2 and 9 only read). `prefer`red ids come first where they qualify."""
+    from passhat.domains.registry import get_domain
+
+    domain = get_domain("airline")
+    kinds = domain.tool_kinds()
+
+    def qualifies(task_id: str) -> bool:
+        actions = [a for a in domain.task(task_id).gold_actions if a.requestor == "assistant"]
+        return any(kinds.get(a.name) == "write" for a in actions[1 if after_first else 0:])
+
+    chosen = [t for t in dict.fromkeys([*prefer, *domain.task_ids()]) if qualifies(t)][:n]
+    return [t for t in domain.task_ids() if t in chosen]  # in the domain's order
+
+
+def first_agent_write(task_id: str) -> str:
+    """The name of the first write tool among the agent's gold actions of an airline task."""
+    from passhat.domains.registry import get_domain
+
+    domain = get_domain("airline")
+    kinds = domain.tool_kinds()
+    return next(a.name for a in domain.task(task_id).gold_actions
+                if a.requestor == "assistant" and kinds.get(a.name) == "write")

@@ -23,9 +23,11 @@ from passhat.testing.a2a_agents import QUIT, A2AAgentServer, chat_agent, parting
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import passhat
 from passhat.testing.scripted_http import ScriptedResponder, http_args
+from tests.helpers import tasks_with_agent_writes
 
-# Airline tasks whose agent writes after its first tool action: quitting there fails them.
-TASKS = ["2", "8"]
+# Airline tasks whose agent writes after its first tool action: quitting there fails them
+# (2 and 8 on 26.3; 1.0.x's task 2 only reads).
+TASKS = tasks_with_agent_writes(2, after_first=True, prefer=("2", "8"))
 TASK_ARGS = [a for t in TASKS for a in ("--task", t)]
 CARD = "card name passhat example agent, card version 1.0.0, card url {url}/"
 

@@ -14,6 +14,7 @@ import httpx2
 from passhat.testing.a2a_agents import A2AAgentServer, chat_agent, example
 from passhat.testing.scripted_http import http_args
 from tests.a2a.test_a2a_agent import TASKS, a2a_config, oracle_model  # noqa: F401 - a fixture
+from tests.helpers import first_agent_write, tasks_with_agent_writes
 from tests.runs import run_to_end
 
 
@@ -150,12 +151,14 @@ async def test_the_url_of_a_trial_whose_turn_is_not_in_flight_is_refused(client,
 
 
 async def test_a_dropped_write_over_mcp_fails_with_the_diagnosis_naming_it(client, sqlite_store, oracle_model):
-    # skip-write: the oracle that leaves out the task's first write (task 2: send_certificate)
+    # skip-write: the oracle that leaves out the task's first write (on 26.3, task 2's
+    # send_certificate; 1.0.x's task 2 only reads)
+    [task] = tasks_with_agent_writes(1, prefer=("2",))
     with A2AAgentServer(chat_agent("openai/skip-write", http_args(oracle_model.url))) as agent:
-        cfg = mcp_config(agent, task_ids=["2"])
+        cfg = mcp_config(agent, task_ids=[task])
         await run_to_end(client, sqlite_store, cfg)
     [trial] = sqlite_store.trials(cfg.run_id)
     assert (trial.status, trial.reward) == ("scored", 0.0)
     diagnosis = sqlite_store.trial_diagnosis(cfg.run_id, trial.trial_id)
     assert diagnosis["first_off_path"]["kind"] == "skipped_write"
-    assert diagnosis["first_off_path"]["tool"] == "send_certificate"
+    assert diagnosis["first_off_path"]["tool"] == first_agent_write(task)
