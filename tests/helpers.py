@@ -103,7 +103,8 @@ def conversation(store: Store, trial_id: str) -> list[Message]:
 
 def tasks_with_agent_writes(n: int, *, after_first: bool = False, prefer: tuple[str, ...] = ()) -> list[str]:
     """The first `n` airline tasks of the installed tau2 whose gold actions have a write of
-    the agent's (with `after_first`, one after its first action): the tasks differ between
+    the agent's (with `after_first`, one after its first action, whose tool no later action
+    calls again): the tasks differ between
     26.3 and 1.0.x (1.0.x's 2 and 9 only read). `prefer`red ids come first where they qualify."""
     from passhat.domains.registry import get_domain
 
@@ -112,7 +113,12 @@ def tasks_with_agent_writes(n: int, *, after_first: bool = False, prefer: tuple[
 
     def qualifies(task_id: str) -> bool:
         actions = [a for a in domain.task(task_id).gold_actions if a.requestor == "assistant"]
-        return any(kinds.get(a.name) == "write" for a in actions[1 if after_first else 0:])
+        if not after_first:
+            return any(kinds.get(a.name) == "write" for a in actions)
+        # and no later action calls the first one's tool: an agent that stops after its
+        # first action has then plainly left out the rest (as a review reads it)
+        later = actions[1:]
+        return any(kinds.get(a.name) == "write" for a in later) and all(a.name != actions[0].name for a in later)
 
     chosen = [t for t in dict.fromkeys([*prefer, *domain.task_ids()]) if qualifies(t)][:n]
     return [t for t in domain.task_ids() if t in chosen]  # in the domain's order
