@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 
 import psycopg
@@ -21,6 +22,11 @@ os.environ.setdefault(TEST_KEY_ENV, "loopback-test-key")
 # test home would outlive the test by its idle time. tests/cli/test_warm_start.py turns
 # it on where it is what is tested.
 os.environ.setdefault("PASSHAT_WARM_START", "0")
+# A suite a shell started in the background without job control (`... &`) has SIGINT
+# ignored, and so would every command a test starts; the tests that press Ctrl-C need it
+# as a terminal leaves it (a handled signal is the default again after exec).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 from tests.fixtures_temporal import fresh_temporal_server, temporal_server  # noqa: F401
 
 # Server on which throwaway test databases are created; override for another PostgreSQL.
