@@ -99,6 +99,12 @@ def test_a_detached_gate_is_followed_by_status(env, tmp_path):
         assert "result: PASS" in passhat("status", "g-away", env=env, timeout=120).stdout
         again = passhat(*args, "-o", "json", env=env, timeout=300)
         assert again.returncode == 0 and json.loads(again.stdout) == seen["record"]
+        # a report of the gate's id names its rounds, which are the runs, in one line
+        report = passhat("report", "g-away", env=env, timeout=120)
+        rounds = seen["record"]["rounds"]
+        assert report.returncode == 2 and report.stderr.count("\n") == 1, report.stderr
+        assert f"ran in rounds, each a run of its own: {', '.join(rounds)}" in report.stderr
+        assert passhat("report", *rounds, env=env, timeout=120).returncode == 0
     finally:
         worker.terminate()
         worker.wait(timeout=60)
