@@ -40,6 +40,17 @@ FIRST_CALL_MODULES = (
     "litellm.llms.openai.chat.gpt_audio_transformation",
     "litellm.llms.openai_like.dynamic_config",
     "litellm.llms.vertex_ai.vertex_ai_partner_models.anthropic.transformation",
+    # what litellm 1.82 (tau2 1.0.x's pin) imports in its first call instead
+    "jiter",
+    "openai.resources.chat.chat",
+    "openai.resources.chat.completions.completions",
+    "openai.resources.chat.completions.messages",
+    "openai.lib._chat_completion_resources",
+    "openai.lib.streaming.chat",
+    "openai.types.chat.completions",
+    "litellm.litellm_core_utils.get_supported_openai_params",
+    "litellm.litellm_core_utils.llm_request_utils",
+    "litellm.litellm_core_utils.logging_worker",
 )
 
 

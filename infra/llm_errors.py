@@ -202,8 +202,8 @@ def _invalid_url(causes: list[BaseException]) -> BaseException | None:
     for cause in causes:
         if isinstance(cause, malformed):
             return cause
-        if connection and isinstance(cause, ValueError):
-            return cause
+        if isinstance(cause, ValueError) and (connection or str(cause).startswith("Port out of range")):
+            return cause  # (litellm 1.82's OpenAI client raises "Port out of range" unwrapped)
         connection = connection or type(cause).__name__ in ("APIConnectionError", "RequestError", "ConnectError")
     return None
 

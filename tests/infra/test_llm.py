@@ -156,8 +156,8 @@ async def test_unknown_model_is_deterministic():
         # No provider in the model string (litellm's BadRequestError without a server).
         ("gpt-99-ultra", {"api_key": "x"}, "UnknownProvider", "provider/name"),
         # api_bases no request can be sent to, which litellm reports as connection errors.
-        ("openai/m", {"api_key": "x", "api_base": "htp://127.0.0.1:{port}/v1"}, "InvalidApiBase",
-         "htp://127.0.0.1:{port}/v1/chat/completions"),
+        # (the message names the scheme; litellm 1.82's httpx error leaves out the URL)
+        ("openai/m", {"api_key": "x", "api_base": "htp://127.0.0.1:{port}/v1"}, "InvalidApiBase", "htp://"),
         ("openai/m", {"api_key": "x", "api_base": "http://127.0.0.1:99999/v1"}, "InvalidApiBase",
          "Port out of range"),
     ],

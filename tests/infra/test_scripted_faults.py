@@ -5,7 +5,7 @@ trial of the same task and seed in the same run, not with the plan's own code.""
 
 from __future__ import annotations
 
-from passhat.contracts import STOP_TOKEN, is_success
+from passhat.contracts import DEFAULT_SEED, STOP_TOKEN, is_success, trial_seeds
 from passhat.domains.registry import get_domain
 from passhat.infra.scripted_faults import (
     AGENT_FAULT_KINDS,
@@ -17,8 +17,23 @@ from passhat.infra.scripted_faults import (
 )
 from tests.runs import config, run_to_end
 
-# With the default seed, trial 0 of these airline tasks draws each kind of mistake once.
-KIND_TASKS = ["0", "2", "7", "9", "12", "27"]
+def _first_task_of_each_kind(plan, kinds) -> list[str]:  # noqa: ANN001
+    """The first airline task (of the installed tau2's) whose trial 0, at the default seed,
+    draws each kind of planned mistake: 26.3's and 1.0.x's tasks differ, so the tasks
+    that draw a kind do too (26.3: 0, 2, 7, 9, 12, 27)."""
+    domain = get_domain("airline")
+    facts, seed = facts_of(domain), trial_seeds(DEFAULT_SEED, 1)[0]
+    first: dict[str, str] = {}
+    for task_id in domain.task_ids():
+        fault = plan("airline", domain.task(task_id), facts, seed, 1.0)
+        if fault is not None and fault.kind in kinds:
+            first.setdefault(fault.kind, task_id)
+    assert set(first) == set(kinds), f"no airline task draws {set(kinds) - set(first)}"
+    return sorted(first.values(), key=domain.task_ids().index)
+
+
+def kind_tasks() -> list[str]:
+    return _first_task_of_each_kind(planned_fault, AGENT_FAULT_KINDS)
 
 
 def _recorded(store, trial_id):  # noqa: ANN001, ANN202
@@ -40,7 +55,7 @@ def _by_task(store, run_id, model):  # noqa: ANN001, ANN202
 
 async def test_faulty_agent_makes_one_planned_mistake_at_the_planned_step(client, sqlite_store):
     store = sqlite_store
-    cfg = config(agent_models=["scripted/faulty-1", "scripted/oracle"], task_ids=KIND_TASKS, trials=1)
+    cfg = config(agent_models=["scripted/faulty-1", "scripted/oracle"], task_ids=kind_tasks(), trials=1)
     await run_to_end(client, store, cfg)
     domain = get_domain("airline")
     facts = facts_of(domain)
@@ -86,7 +101,7 @@ async def test_faulty_agent_makes_one_planned_mistake_at_the_planned_step(client
 
 async def test_faulty_agent_with_p_zero_is_the_oracle(client, sqlite_store):
     store = sqlite_store
-    cfg = config(agent_models=["scripted/faulty-0", "scripted/oracle"], task_ids=KIND_TASKS[:4], trials=2)
+    cfg = config(agent_models=["scripted/faulty-0", "scripted/oracle"], task_ids=kind_tasks()[:4], trials=2)
     await run_to_end(client, store, cfg)
     oracle = _by_task(store, cfg.run_id, "scripted/oracle")
     faulty = _by_task(store, cfg.run_id, "scripted/faulty-0")
@@ -98,9 +113,10 @@ async def test_faulty_agent_with_p_zero_is_the_oracle(client, sqlite_store):
 
 
 async def test_faulty_user_does_what_its_plan_says(client, sqlite_store):
-    """Trial 0 of airline task 0 draws an invented detail, of task 2 an early stop."""
+    """The first tasks whose trial 0 draws an invented detail and an early stop (26.3: 0, 2)."""
     store = sqlite_store
-    cfg = config(user_model="scripted/faulty-user-1", task_ids=["0", "2"], trials=1)
+    tasks = _first_task_of_each_kind(planned_user_fault, ("user_invented_detail", "user_early_stop"))
+    cfg = config(user_model="scripted/faulty-user-1", task_ids=tasks, trials=1)
     await run_to_end(client, store, cfg)
     domain = get_domain("airline")
     facts = facts_of(domain)
