@@ -38,11 +38,12 @@ def traced(monkeypatch):
         yield receiver
 
 
-def holding_mcp_agent(model_args: dict, reply_as: str, write: str, wrote: threading.Event,
+def holding_mcp_agent(model_args: dict, reply_as: str, write: str, hold: str, wrote: threading.Event,
                       release: threading.Event):
-    """The reference agent with its tools over MCP that, once its first call of `write`
-    has been answered, sets `wrote` and waits (bounded: 120 s) until `release` is set,
-    before going on with its turn (its next call, or its reply)."""
+    """The reference agent with its tools over MCP that, at its first call of `write`,
+    sets `wrote` and waits (bounded: 120 s) until `release` is set: `before` sending the
+    call (then sent to the URL it was given), or `after` its answer (then it goes on
+    with its turn: its next call, or its reply)."""
     args = {**model_args, "api_key": os.environ[model_args["api_key_env"]]}
     args.pop("api_key_env")
 
@@ -52,8 +53,12 @@ def holding_mcp_agent(model_args: dict, reply_as: str, write: str, wrote: thread
             call = client.call_tool
 
             async def call_tool(name, arguments):  # noqa: ANN001, ANN202
+                held = name == write and not wrote.is_set()
+                if held and hold == "before":
+                    wrote.set()
+                    await asyncio.to_thread(release.wait, 120)
                 result = await call(name, arguments)
-                if name == write and not wrote.is_set():
+                if held and hold == "after":
                     wrote.set()
                     await asyncio.to_thread(release.wait, 120)
                 return result
@@ -73,11 +78,14 @@ async def history_bytes(client, workflow_id: str) -> bytes:  # noqa: ANN001
     return history.to_json().encode()
 
 
-@pytest.mark.parametrize("reply_as", ["task", "message"])
-async def test_a_worker_killed_while_the_agent_calls_its_mcp_tools(passhat_procs, model_server, traced, reply_as):
-    """The worker dies while the agent, mid-turn, calls its tools over MCP: the MCP URL
-    the agent holds died with it, so the trial restarts in a fresh context (counted and
-    shown); no A2A message reaches the agent twice, the conversation scored executed
+@pytest.mark.parametrize("reply_as, hold", [("task", "before"), ("message", "after")])
+async def test_a_worker_killed_while_the_agent_calls_its_mcp_tools(passhat_procs, model_server, traced, reply_as,
+                                                                   hold):
+    """The worker dies while the agent, mid-turn, calls its tools over MCP, just before
+    its write (an agent that answers with a task: following the task would leave it
+    calling a dead URL, its failure counted as its own) or just after it (the write
+    made in the attempt set aside): the MCP URL the agent holds died with the worker,
+    so the trial restarts in a fresh context (counted and shown); no A2A message reaches the agent twice, the conversation scored executed
     each of its writes once (the database is the oracle's: reward 1), and the trial's
     MCP URLs appear in no log, trace, record, history or output of passhat's, and
     answer 404 once the trial is over."""
@@ -86,7 +94,7 @@ async def test_a_worker_killed_while_the_agent_calls_its_mcp_tools(passhat_procs
     [task] = tasks_with_agent_writes(1, prefer=("2",))
     write = first_agent_write(task)
     wrote, release = threading.Event(), threading.Event()
-    agent_side = holding_mcp_agent(http_args(srv.url), reply_as, write, wrote, release)
+    agent_side = holding_mcp_agent(http_args(srv.url), reply_as, write, hold, wrote, release)
     try:
         with A2AAgentServer(agent_side) as agent:
             started = ph.cli("run", "--domain", "airline", "--task", task, "--agent", f"a2a:{agent.url}",
@@ -97,7 +105,7 @@ async def test_a_worker_killed_while_the_agent_calls_its_mcp_tools(passhat_procs
             await worker.ready()
             store, trial_id = Store(ph.db_url), f"{run_id}/a2a/airline/{task}/trial-0"
             client = await connect(ph.temporal_address)
-            await until(wrote.is_set, "the agent's write over MCP, answered", 180)
+            await until(wrote.is_set, "the agent's write over MCP", 180)
             worker.kill()  # mid-turn: the agent holds on to the rest of its turn
             worker = ph.start_worker()
             await worker.ready()
