@@ -12,7 +12,10 @@ state (agent_state_json, {"a2a": {...}}), the turn's latency, and the task state
 finish_reason ("message" for a plain Message reply). A step once recorded is never sent
 again; nor is one in flight when its worker died, when the agent answered with a task:
 its id is noted in the activity's heartbeat before the wait, and the retry follows the
-task (tasks/get) instead of sending the message again. The agent's own failures (a reply with no action in it, a task that ends failed,
+task (tasks/get) instead of sending the message again. In MCP mode a turn in flight
+when its worker died is not followed: the agent's tools were at that worker's MCP URL,
+gone with it, so the trial restarts in a fresh context (its task, if any, cancelled).
+The agent's own failures (a reply with no action in it, a task that ends failed,
 an A2A error, no answer in --model-timeout) end the conversation as the installed tau2
 ends a model's failure, the reply shown with the failure: agent_error, reward 0 (26.3);
 on 1.0.x the simulation runs again from the start, in a new context with new message
@@ -78,7 +81,8 @@ async def a2a_turn(activities: Any, ref: StepRef) -> StepResult:
         return recorded
     if not mcp:
         return await _exchange(activities, ref, heartbeat, rows, None)
-    mcp_url = await mcp_tools.open_trial(spec, activity.client(), activities.store, ref.step)
+    attempt = await heartbeat.around(asyncio.to_thread(activities.store.attempts_set_aside, spec.trial_id))
+    mcp_url = await mcp_tools.open_trial(spec, activity.client(), activities.store, ref.step, attempt)
     try:
         return await _exchange(activities, ref, heartbeat, rows, mcp_url)
     finally:  # (a recorded reply waited for its calls: _reply_step)
@@ -101,15 +105,21 @@ async def _exchange(activities: Any, ref: StepRef, heartbeat: Heartbeat, rows: l
     # The task an earlier attempt of this turn sent, noted before it waited (it died
     # waiting): follow that task rather than send the message again.
     sent = next((d for d in activity.info().heartbeat_details if isinstance(d, dict) and "a2a_task" in d), None)
-    if sent is None and context_id and activity.info().attempt > 1:
+    if activity.info().attempt > 1 and (mcp_url is not None or (sent is None and context_id)):
         # An earlier attempt of this turn may have reached the agent, and left no task
-        # to follow: what the agent saw is not known. The conversation starts again in
-        # a fresh context (the workflow sets this attempt aside).
+        # to follow, or (MCP mode) left the agent calling tools at an MCP URL that died
+        # with that attempt (its worker's server, its trial's token): what the agent saw
+        # or did is not known, and a task of its would go on without its tools. The
+        # conversation starts again in a fresh context (the workflow sets this attempt
+        # aside); the task, if one was noted, is cancelled.
+        if sent is not None:
+            await heartbeat.around(a2a_client.cancel(url, sent["a2a_task"]))
         return await activities._record_paid(
             await _reply_step(activities, ref, heartbeat, mcp_url), heartbeat, "assistant",
             [Message(role="assistant")], spec.trial_id, failure_class=protocol.RESTART,
             failure=(f"the outcome of turn {ref.step} is not known (attempt {activity.info().attempt}) and "
-                     f"the agent gave no task to follow: the trial restarts in a fresh A2A context"),
+                     f"{'its MCP tools were gone' if mcp_url else 'the agent gave no task to follow'}: "
+                     "the trial restarts in a fresh A2A context"),
             **details)
     try:
         card = await heartbeat.around(a2a_client.read_card(url))

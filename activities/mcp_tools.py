@@ -11,9 +11,19 @@ only while that trial's agent turn is in flight in this process (`open_trial` ..
 
 A tool call is a workflow Update on the trial's workflow (TrialWorkflow.mcp_tool_call),
 whose handler records the agent's call and runs it as the trial's usual tool step. The
-update id is the call's idempotency key, a digest of the trial, the turn, the MCP
-session, the JSON-RPC request id, the tool and its arguments: a call the agent's client
-sends again is one update to Temporal, executed once and answered the same. The answer
+update id is the call's idempotency key (`_Open.key_for`): a digest of the trial, its
+attempt (a trial restarted in a fresh context, or re-run, numbers its steps again), the
+turn, the call's order in the turn, the tool and its arguments. A call the agent's
+client sends again is one update to Temporal, executed once and answered the same:
+sent again on its session (the same JSON-RPC request id), or from a new session after
+the first was lost (a reconnect: the request id is the new session's, so neither it
+nor the session can be in the key) as the same tool with the same arguments as the
+turn's latest call. That is the call a client re-sends: it waits for each answer, so
+the one it lost is its latest; and an identical call right after an identical one
+changes nothing a read would see. The same call again on the same session with a new
+request id is a new call, executed. A connection without a session (MCP's stateless
+protocol, the mcp SDK 2.x's default) has no request id that is its own: there an
+identical call right after an identical one is the same call. The answer
 is the recorded tool message; an unknown tool or bad arguments is the tool's error, as
 tau2 answers it, returned as an MCP tool error (isError) for the agent to handle.
 """
@@ -63,8 +73,31 @@ class _Open:
     client: Any  # temporalio Client
     store: Any  # passhat Store
     turn: int  # the step the turn started at
+    attempt: int  # the trial's attempts set aside before this one
     in_flight: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
+    keys: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (session, request id, call) -> key
+    latest: tuple[str, str, str] | None = None  # the turn's latest call: (session, the call, its key)
+    calls: int = 0  # the turn's calls so far (a call sent again counted once)
+
+    def key_for(self, session: str, request_id: Any, name: str, arguments: dict) -> str:
+        """The idempotency key of a call of this turn (the module's docstring says why).
+        `session` is "" where the connection has none (MCP's stateless protocol): request
+        ids are then not unique across connections, and the turn's latest call sent again
+        is taken for the same call whatever its request id."""
+        call = json.dumps([name, arguments], sort_keys=True, default=str)
+        sent = (session, str(request_id), call)
+        if session and sent in self.keys:  # sent again on its session
+            return self.keys[sent]
+        if self.latest is not None and self.latest[1] == call and (self.latest[0] != session or not session):
+            key = self.latest[2]  # the turn's latest call, sent again from a new connection
+        else:
+            key = call_key(self.spec.trial_id, self.attempt, self.turn, self.calls, call)
+            self.calls += 1
+        if session:
+            self.keys[sent] = key
+        self.latest = (session, call, key)
+        return key
 
 
 _open: dict[str, _Open] = {}  # token -> the trial whose turn is in flight here
@@ -75,10 +108,11 @@ def token(trial_id: str) -> str:
     return hmac.new(_KEY, trial_id.encode(), hashlib.sha256).hexdigest()[:40]
 
 
-async def open_trial(spec: TrialSpec, client: Any, store: Any, turn: int) -> str:
-    """Serve the trial's tools for its agent turn starting at step `turn`; its MCP URL."""
+async def open_trial(spec: TrialSpec, client: Any, store: Any, turn: int, attempt: int) -> str:
+    """Serve the trial's tools for its agent turn starting at step `turn` of its attempt
+    `attempt` (the attempts set aside before it); its MCP URL."""
     base = await _server()
-    entry = _Open(spec, client, store, turn)
+    entry = _Open(spec, client, store, turn, attempt)
     entry.idle.set()
     _open[token(spec.trial_id)] = entry
     return f"{base}{_PATH}{token(spec.trial_id)}"
@@ -92,10 +126,10 @@ async def close_trial(spec: TrialSpec, wait: bool = True) -> None:
         await entry.idle.wait()
 
 
-def call_key(trial_id: str, turn: int, session: str, request_id: Any, name: str, arguments: dict) -> str:
-    """The idempotency key of one call: the same for a call sent again, different for
-    every other call."""
-    ident = json.dumps([trial_id, turn, session, request_id, name, arguments], sort_keys=True, default=str)
+def call_key(trial_id: str, attempt: int, turn: int, order: int, call: str) -> str:
+    """The idempotency key of the `order`th call (from 0) of the turn at step `turn` of
+    the trial's attempt `attempt`; `call` is the tool and its arguments, as JSON."""
+    ident = json.dumps([trial_id, attempt, turn, order, call])
     return "mcp-" + hashlib.sha256(ident.encode()).hexdigest()[:32]
 
 
@@ -138,7 +172,7 @@ async def _call_tool(ctx: Any, params: Any) -> Any:
         return error(str(err))
     arguments = dict(params.arguments or {})
     session = ctx.request.headers.get("mcp-session-id", "")
-    key = call_key(entry.spec.trial_id, entry.turn, session, ctx.request_id, params.name, arguments)
+    key = entry.key_for(session, ctx.request_id, params.name, arguments)
     entry.in_flight += 1
     entry.idle.clear()
     try:
@@ -168,7 +202,7 @@ class _Server:
             def capture_signals(self):  # noqa: ANN202 - the worker handles its signals
                 return contextlib.nullcontext()
 
-        self.server = Quiet(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        self.server = Quiet(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
         self.sock = sock
         self.task = asyncio.get_running_loop().create_task(self.server.serve(sockets=[sock]))
 

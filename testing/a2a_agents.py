@@ -163,10 +163,11 @@ def wait_for_card(url: str, proc: subprocess.Popen, log: Path, timeout: float = 
 
 
 class A2AAgentServer:
-    """An agent executor served over loopback HTTP by the reference agent's app."""
+    """An agent executor served over loopback HTTP by the reference agent's app (`wrap`ped
+    in an ASGI middleware, if one is given)."""
 
     def __init__(self, executor: Any, a2a_version: str = "1.0", name: str | None = None,
-                 description: str = ""):
+                 description: str = "", wrap: Any = None):
         import uvicorn
 
         self.port = free_port()
@@ -174,6 +175,7 @@ class A2AAgentServer:
         self.counting = Counting(executor)
         kwargs = {"name": name} if name else {}
         app = example().build_app(self.counting, self.url + "/", a2a_version, description=description, **kwargs)
+        app = app if wrap is None else wrap(app)  # an ASGI middleware: how the agent's server misbehaves
         self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
         self._serving: concurrent.futures.Future | None = None
 
@@ -212,6 +214,46 @@ def agents_loop() -> asyncio.AbstractEventLoop:
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, daemon=True, name="a2a-agents").start()
     return loop
+
+
+def dropping_follow_ups(app: Any) -> Any:
+    """ASGI middleware: the agent takes every message that continues a context (it
+    carries a contextId), answers it, and its server drops the connection mid-reply (the
+    headers and part of the body sent, then the connection closed): whether the agent
+    got the message is not known to the sender."""
+    import json
+
+    async def dropping(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await app(scope, receive, send)
+        body, more = b"", True
+        while more:
+            event = await receive()
+            body += event.get("body", b"")
+            more = event.get("more_body", False)
+        try:
+            message = json.loads(body).get("params", {}).get("message", {})
+        except ValueError:
+            message = {}
+
+        async def replay() -> dict:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        if not (message.get("contextId") or message.get("context_id")):
+            return await app(scope, replay, send)
+        answered: list[dict] = []
+
+        async def swallow(event: dict) -> None:
+            answered.append(event)
+
+        await app(scope, replay, swallow)  # the agent has the message, and answers it
+        start = next(e for e in answered if e["type"] == "http.response.start")
+        await send({**start, "headers": [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+                    + [(b"content-length", b"100000")]})
+        await send({"type": "http.response.body", "body": b"{", "more_body": True})
+        raise ConnectionResetError("the agent's server dropped the connection mid-reply")
+
+    return dropping
 
 
 async def task_noted(client: Any, trial_id: str) -> bool:

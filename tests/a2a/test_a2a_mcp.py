@@ -7,6 +7,7 @@ turn is not in flight is refused."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import httpx2
@@ -99,6 +100,79 @@ async def test_a_tool_call_sent_twice_is_executed_once_and_answered_the_same(cli
     tools = [s for s in sqlite_store.steps(trial.trial_id) if s.role == "tool"]
     assert len(tools) == len(calls)
     assert [s.message_list()[0].content for s in tools] == answers  # the same answers
+    assert (trial.status, trial.reward) == ("scored", 1.0)  # the write made once
+
+
+_connections = itertools.count()
+
+
+class Connection(httpx2.AsyncBaseTransport):
+    """An MCP client's HTTP, one a connection, that notes each tools/call it sends as
+    (the connection's number, its session id if the protocol has sessions)."""
+
+    def __init__(self, sent: list):
+        self.inner = httpx2.AsyncHTTPTransport()
+        self.sent = sent
+        self.number = next(_connections)
+
+    async def handle_async_request(self, request):
+        if request.method == "POST" and b'"tools/call"' in request.content:
+            self.sent.append((self.number, request.headers.get("mcp-session-id")))
+        return await self.inner.handle_async_request(request)
+
+
+def reconnecting_agent(oracle_url: str, sent: list, answers: list):
+    """The reference agent whose MCP client loses each tool call's answer with its
+    connection, and sends the same call again from a new connection and session (a
+    reconnect), reading that answer; `sent` gets each tools/call sent (Connection),
+    `answers` each tool answer it read."""
+    base = example().ChatAgent
+
+    def connect(mcp_url):  # noqa: ANN001, ANN202
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        return Client(streamable_http_client(mcp_url, http_client=httpx2.AsyncClient(transport=Connection(sent),
+                                                                                     timeout=60)))
+
+    class Reconnecting(base):
+        def mcp_client(self, mcp_url):  # noqa: ANN001, ANN202
+            first = connect(mcp_url)
+            lost_answer = first.call_tool
+
+            async def call_tool(name, arguments):  # noqa: ANN001, ANN202
+                await lost_answer(name, arguments)
+                async with connect(mcp_url) as again:
+                    result = await again.call_tool(name, arguments)
+                answers.append("\n".join(b.text for b in result.content))
+                return result
+
+            first.call_tool = call_tool
+            return first
+
+    args = http_args(oracle_url)
+    import os
+
+    args["api_key"] = os.environ[args.pop("api_key_env")]
+    return Reconnecting("openai/oracle", args)
+
+
+async def test_a_tool_call_sent_again_from_a_new_session_is_executed_once_and_answered_the_same(
+        client, sqlite_store, oracle_model):
+    sent, answers = [], []
+    [task] = tasks_with_agent_writes(1, prefer=("2",))  # a write executed twice shows in the database
+    with A2AAgentServer(reconnecting_agent(oracle_model.url, sent, answers)) as agent:
+        cfg = mcp_config(agent, task_ids=[task])
+        await run_to_end(client, sqlite_store, cfg)
+    [trial] = sqlite_store.trials(cfg.run_id)
+    calls = tool_calls(sqlite_store, trial.trial_id)
+    assert first_agent_write(task) in {c.name for c in calls}
+    # each call sent twice, the second time from a connection (and session, if any) of its own
+    assert len(sent) == 2 * len(calls) and len(set(sent[1::2])) == len(calls)
+    assert not set(sent[::2]) & set(sent[1::2])
+    tools = [s for s in sqlite_store.steps(trial.trial_id) if s.role == "tool"]
+    assert len(tools) == len(calls)  # each executed once ...
+    assert [s.message_list()[0].content for s in tools] == answers  # ... and answered the same
     assert (trial.status, trial.reward) == ("scored", 1.0)  # the write made once
 
 
