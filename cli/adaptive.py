@@ -19,6 +19,8 @@ def check(config, metric: str | None, precision: float, confidence: float):  # n
     from passhat.results import gate
     from passhat.results import precision as measure
 
+    if config.a2a_agents:
+        raise UserInputError("passhat run --adaptive measures one agent at a time: give one --agent a2a:URL")
     if len(config.agent_models) != 1:
         raise UserInputError("passhat run --adaptive measures one --agent-model at a time")
     if config.user_personas:  # its precision would pool every user's trials of a task

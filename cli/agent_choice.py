@@ -1,15 +1,16 @@
 """Which agent a run measures, from its options: tau2's LLM agent with a prompt of the
 user's (--agent-prompt), an agent of tau2's registry (--agent NAME), or a deployed agent
 behind A2A (--agent a2a:URL, its card read before anything runs, --agent-protocol,
---agent-tools); each checked so that a mistake is one line before anything runs."""
+--agent-tools; repeated for a sweep of such agents); each checked so that a mistake is one line before anything runs."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from dataclasses import dataclass
 from typing import Any
 
-from passhat.cli.run_options import RunOptions, UserInputError
+from passhat.cli.run_options import RunOptions, UserInputError, given_agents
 from passhat.contracts import DEFAULT_AGENT, POLICY_PLACEHOLDER
 
 
@@ -50,26 +51,64 @@ def registered_agent(options: RunOptions) -> tuple[str | None, str | None]:
     return name, None
 
 
-def a2a_protocol_of(options: RunOptions) -> str | None:
-    """For --agent a2a:URL, the convention its messages follow (--agent-protocol, or
-    detected from its card), once its card is read and noted as its identity; None for
-    every other agent. A URL that does not answer with a usable card is refused here,
-    before anything runs."""
+@dataclass
+class A2AAgents:
+    """The agents behind A2A a run measures (--agent a2a:URL, once or more), each with the
+    convention its messages follow, in the order given."""
+
+    protocols: dict[str, str]
+
+    def names(self) -> list[str]:
+        return list(self.protocols)
+
+    def sweep(self) -> dict[str, str]:
+        """RunConfig.a2a_agents: empty for one agent, whose run is recorded as before."""
+        return dict(self.protocols) if len(self.protocols) > 1 else {}
+
+    def agent_models(self) -> list[str]:
+        """One agent is the agent model "a2a" (its agent is RunConfig.agent); in a sweep
+        each agent is an agent model of its own, its name."""
+        from passhat.domains.a2a_protocol import A2A_AGENT_MODEL
+
+        return self.names() if self.sweep() else [A2A_AGENT_MODEL]
+
+    def agent(self) -> str | None:
+        """RunConfig.agent: the one agent, or None in a sweep (each unit has its own)."""
+        return None if self.sweep() else self.names()[0]
+
+    def protocol(self) -> str | None:
+        """RunConfig.agent_protocol: the one agent's, or None in a sweep."""
+        return None if self.sweep() else self.protocols[self.names()[0]]
+
+
+def a2a_agents_of(options: RunOptions) -> A2AAgents | None:
+    """For --agent a2a:URL (repeated for a sweep), the convention each agent's messages
+    follow (--agent-protocol for all, or detected from each card), once every card is
+    read and noted as its agent's identity; None for every other agent. A URL that does
+    not answer with a usable card is refused here, naming it, before anything runs."""
     from passhat.domains import a2a_protocol
 
-    name = options.agent
-    if not a2a_protocol.is_a2a(name):
+    names = given_agents(options)
+    behind = [n for n in names if a2a_protocol.is_a2a(n)]
+    if len(names) > 1 and len(behind) < len(names):
+        other = next(n for n in names if not a2a_protocol.is_a2a(n))
+        raise UserInputError(f"--agent is repeated only for a sweep of agents behind A2A (a2a:URL each); "
+                             f"{other} is not one: measure it in a run of its own")
+    if not behind:
         if options.agent_protocol is not None:
             raise UserInputError("--agent-protocol is for an agent behind A2A (--agent a2a:URL)")
         return None
     if options.agent_prompt is not None:
-        raise UserInputError(f"--agent-prompt replaces tau2's LLM agent's prompt; --agent {name} is deployed "
+        raise UserInputError(f"--agent-prompt replaces tau2's LLM agent's prompt; --agent {behind[0]} is deployed "
                              "with its own (passhat sends it the policy in its first message)")
     chosen = options.agent_protocol
     if chosen is not None and chosen not in a2a_protocol.PROTOCOLS:
         raise UserInputError(f"--agent-protocol {chosen!r}: use one of {', '.join(a2a_protocol.PROTOCOLS)}")
-    card = read_a2a_card(name)
-    return chosen or a2a_protocol.detect_protocol(f"{card.name} {card.description}")
+    protocols = {}
+    for name in behind:
+        card = read_a2a_card(name)
+        protocols[name] = chosen or a2a_protocol.detect_protocol(f"{card.name} {card.description}")
+    return A2AAgents(protocols)
 
 
 def agent_tools_of(options: RunOptions) -> str | None:
@@ -81,7 +120,7 @@ def agent_tools_of(options: RunOptions) -> str | None:
         return None
     if chosen not in a2a_protocol.TOOL_MODES:
         raise UserInputError(f"--agent-tools {chosen!r}: use one of {', '.join(a2a_protocol.TOOL_MODES)}")
-    if not a2a_protocol.is_a2a(options.agent):
+    if not any(a2a_protocol.is_a2a(a) for a in given_agents(options)):
         raise UserInputError("--agent-tools is for an agent behind A2A (--agent a2a:URL)")
     return chosen
 

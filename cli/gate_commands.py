@@ -18,7 +18,7 @@ import typer
 from passhat.cli.common import check_output, one_line_errors, open_store, out_console
 from passhat.cli.preview import CONFIRM_ABOVE
 from passhat.cli.rounds import run_rounds
-from passhat.cli.run_options import RunOptions, UserInputError, given_on_command_line, with_run_options
+from passhat.cli.run_options import RunOptions, UserInputError, given_agents, given_on_command_line, with_run_options
 from passhat.domains.a2a_protocol import is_a2a
 from passhat.results.gate_rounds import round_trials
 from passhat.results.gate_units import curtailed_baseline_refusal
@@ -78,7 +78,11 @@ def gate(
     if "trials" in given_on_command_line(ctx):
         raise UserInputError("passhat gate chooses the trials per task round by round; "
                              "bound them with --max-trials N")
-    if len(options.agent_models) != 1 and not is_a2a(options.agent):  # an A2A agent is its own model
+    agents = given_agents(options)
+    if len(agents) > 1:  # a sweep of agents behind A2A: a gate decides for one agent
+        raise UserInputError("passhat gate decides for one agent at a time: give one --agent a2a:URL "
+                             "(a sweep of agents is `passhat run`'s)")
+    if len(options.agent_models) != 1 and not any(map(is_a2a, agents)):  # an A2A agent is its own model
         raise UserInputError("passhat gate decides for one --agent-model at a time")
     base = build_config(options)
     criteria = _persona_criteria(criteria, settings, list(base.user_personas))

@@ -111,10 +111,11 @@ def resume(
     from passhat.domains.a2a_protocol import is_a2a
     from passhat.domains.digest import measured_again
 
-    if is_a2a(config.agent):  # an agent behind A2A is what its card says now
-        from passhat.cli.agent_choice import read_a2a_card
+    for agent in [config.agent, *config.a2a_agents]:
+        if is_a2a(agent):  # an agent behind A2A is what its card says now
+            from passhat.cli.agent_choice import read_a2a_card
 
-        read_a2a_card(config.agent)
+            read_a2a_card(agent)
     config = measured_again(config)
     if max_cost is not None:
         config = config.model_copy(update={"max_cost": max_cost})

@@ -12,9 +12,8 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any
 
-from passhat.cli.agent_choice import a2a_protocol_of, agent_tools_of, check_agent_runs, registered_agent
+from passhat.cli.agent_choice import a2a_agents_of, agent_tools_of, check_agent_runs, registered_agent
 from passhat.cli.run_options import RunOptions, UserInputError, check_bounds, options_with_bounds
-from passhat.domains.a2a_protocol import A2A_AGENT_MODEL
 from passhat.contracts import DEFAULT_TEMPERATURE, RUN_ID_PATTERN, RUN_ID_RULE, ProviderLimit, RunConfig, provider_of
 
 
@@ -95,7 +94,8 @@ def check_keys(config: RunConfig) -> None:
     from passhat.infra import scripted_provider as scripted
     from passhat.infra.llm import missing_key_variables
 
-    sides = [(f"agent model {m}", m, config.agent_args_for(m)) for m in config.agent_models]
+    sides = [(f"agent model {m}", m, config.agent_args_for(m)) for m in config.agent_models
+             if m not in config.a2a_agents]  # an agent behind A2A calls its models with its own keys
     sides.append((f"user model {config.user_model}", config.user_model, config.user_args))
     missing: dict[str, list[str]] = {}
     for who, model, args in sides:
@@ -197,13 +197,14 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         custom_domain_name(base, path) if path is not None else base
         for base, path in map(split_domain_name, domains)
     ]
-    a2a = a2a_protocol_of(options)  # the card is read before anything else is checked
+    a2a = a2a_agents_of(options)  # the cards are read before anything else is checked
     if a2a is not None:
         if agent_models or options.agent_args:
             raise UserInputError(
-                f"--agent {options.agent} is a deployed agent that calls its own models: "
+                f"--agent {' --agent '.join(a2a.names())} "
+                f"{'are deployed agents that call their' if a2a.sweep() else 'is a deployed agent that calls its'} own models: "
                 "leave out --agent-model (and --agent-args)")
-        agent_models = [A2A_AGENT_MODEL]
+        agent_models = a2a.agent_models()
     if not agent_models:
         raise UserInputError("give at least one --agent-model")
     values = {**vars(options), "retry_for": parse_duration(options.retry_for, "--retry-for")}
@@ -230,7 +231,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
                                             models=[*agent_models, options.user_model])
     plugins = run_plugins(options.plugins)
     load_plugins(plugins)  # before the agent and the domains: a plugin may register them
-    agent, agent_prompt = registered_agent(options) if a2a is None else (options.agent, None)
+    agent, agent_prompt = registered_agent(options) if a2a is None else (a2a.agent(), None)
     user_personas = _user_personas(options.user_personas)
     per_domain: dict[str, list[str]] = {}
     for domain_name in dict.fromkeys(domains):
@@ -239,7 +240,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         except (UnknownDomainError, TaskFileError) as err:
             raise UserInputError(str(err))
         if (agent_prompt is not None or a2a is not None) and not callable(getattr(domain, "policy", None)):
-            what = "--agent-prompt" if a2a is None else f"--agent {options.agent}"
+            what = "--agent-prompt" if a2a is None else f"--agent {a2a.names()[0]}"
             raise UserInputError(f"{what} needs a domain with a policy; {domain_name} has none")
         known = domain.task_ids()
         if limit is not None and limit > len(known):
@@ -277,7 +278,7 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         tau2_version=tau2_version,
         tau2_data=data_digest([split_variant(split_domain_name(d)[0])[0] for d in per_domain]),
         domain_digests=run_digests(list(per_domain)),
-        agent_digests=agent_digests(agent, agent_prompt),
+        agent_digests=agent_digests(agent, agent_prompt, *(a2a.sweep() if a2a else [])),
         user_personas=user_personas,
         persona_digests=persona_digests(list(user_personas)) or None,
         judge_model=judge_model,
@@ -300,7 +301,8 @@ def build_config(options: RunOptions, *, limit: int | None = None) -> RunConfig:
         lenient_tool_arguments=options.lenient_tool_args,
         rejudge=_rejudge(options.rejudge),
         agent=agent,
-        agent_protocol=a2a,
+        agent_protocol=a2a and a2a.protocol(),
+        a2a_agents=a2a.sweep() if a2a else {},
         agent_tools=agent_tools_of(options),
         agent_prompt=agent_prompt,
         plugins=plugins,

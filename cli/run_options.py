@@ -30,7 +30,8 @@ class Option:
     # an option of the command line only.
     file_key: Any
     # How a sweep file writes it: integer, number, boolean, string, strings, run_id,
-    # duration, tasks, models, model, rates or caps (sweep_config has a reader for each).
+    # duration, tasks, models, model, agent_names, rates or caps (sweep_config has a
+    # reader for each).
     kind: str | None
     at_least: float | None = None
     more_than: float | None = None
@@ -66,9 +67,10 @@ class RunOptions:
     agent_models: list[str] = option(
         [], "--agent-model", "-m", kind="models", file_key="agents", args="agent_model_args",
         help="litellm model string for the agent (repeat for a sweep), e.g. openai/gpt-4.1 or scripted/oracle. Required unless --config has agents.")
-    agent: Optional[str] = option(
-        None, "--agent", kind="string", metavar="NAME",
-        help="An agent registered in tau2's agent registry (e.g. by a plugin) plays the agent side, with the --agent-model and --agent-args handed to it as tau2 hands them; or a2a:URL, a deployed agent behind A2A at URL (its agent card names it; no --agent-model: it calls its own models). Default: tau2's LLM agent (llm_agent).")
+    # One agent's name; a list only for a sweep of agents behind A2A (__post_init__).
+    agent: str | list[str] | None = option(
+        None, "--agent", kind="agent_names", metavar="NAME", cli_type=Optional[list[str]],
+        help="An agent registered in tau2's agent registry (e.g. by a plugin) plays the agent side, with the --agent-model and --agent-args handed to it as tau2 hands them; or a2a:URL, a deployed agent behind A2A at URL (its agent card names it; no --agent-model: it calls its own models; repeat for a sweep of such agents). Default: tau2's LLM agent (llm_agent).")
     agent_protocol: Optional[str] = option(
         None, "--agent-protocol", kind="string", metavar="agentify|agentbeats",
         help="With --agent a2a:URL: the messages' convention, tau2's agentify green agent's or the AgentBeats tau2 green agent's (docs/agents.md); default: agentbeats when the agent card mentions AgentBeats, else agentify.")
@@ -161,6 +163,19 @@ class RunOptions:
     # Set only by a sweep file: each [[agents]] table's args, which replace --agent-args
     # for that model.
     agent_model_args: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # --agent given once (or a file's one agent) is that agent's name, as before it
+        # could be repeated; several stay a list (cli.agent_choice reads them).
+        if isinstance(self.agent, list):
+            agents = list(dict.fromkeys(self.agent))
+            self.agent = None if not agents else agents[0] if len(agents) == 1 else agents
+
+
+def given_agents(options: RunOptions) -> list[str]:
+    """The --agent values given (none, one, or a sweep of agents behind A2A)."""
+    agent = options.agent
+    return [] if agent is None else [agent] if isinstance(agent, str) else list(agent)
 
 
 def declared_options() -> dict[str, Option]:

@@ -24,7 +24,8 @@ from passhat.cli.run_config import (
     parse_provider_limits,
     refuse_secrets,
 )
-from passhat.cli.run_options import RunOptions, UserInputError, declared_options, file_keys, out_of_bounds
+from passhat.cli.run_options import (RunOptions, UserInputError, declared_options, file_keys, given_agents,
+                                     out_of_bounds)
 from passhat.contracts import RUN_ID_PATTERN, RUN_ID_RULE, provider_of
 from passhat.domains.a2a_protocol import A2A_PREFIX
 
@@ -139,7 +140,7 @@ REQUIRED = ("domains", "agent_models", "user_model")  # a run has none of its ow
 def check_required(values: RunOptions, help_hint: str) -> None:
     """A run needs domains, agent models and a user model, from options or the file."""
     missing = [name for name in REQUIRED if not getattr(values, name)]
-    if values.agent and values.agent.startswith(A2A_PREFIX):  # the agent behind A2A has its own model
+    if any(a.startswith(A2A_PREFIX) for a in given_agents(values)):  # an agent behind A2A has its own models
         missing = [name for name in missing if name != "agent_models"]
     if missing:
         flags = ", ".join(f"'{declared_options()[name].flags[0]}'" for name in missing)
@@ -281,6 +282,10 @@ class _Checker:
         if not value:
             self.fail(key, "must not be empty")
         return [self._string(f"{key}[{i}]", v) for i, v in enumerate(value)]
+
+    def _agent_names(self, key: str, value: Any) -> str | list[str]:
+        """`agent`: one agent's name, or a list of them (a sweep of agents behind A2A)."""
+        return self._strings(key, value) if isinstance(value, list) else self._string(key, value)
 
     def _duration(self, key: str, value: Any) -> float:
         rule = "must be a duration such as 900, \"90s\", \"15m\" or \"2h\""

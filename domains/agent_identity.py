@@ -60,11 +60,11 @@ KINDS: list[tuple[Callable[[str], bool], Callable[[str, str | None], dict[str, s
 ]
 
 
-def agent_digests(agent: str | None, prompt: str | None) -> dict[str, dict[str, str]]:
-    """{agent name: {part: digest}} of a run's agent as it is now (RunConfig.agent_digests)."""
-    name = agent or DEFAULT_AGENT
-    parts = next(measure for takes, measure in KINDS if takes(name))
-    return {name: parts(name, prompt)}
+def agent_digests(agent: str | None, prompt: str | None, *others: str) -> dict[str, dict[str, str]]:
+    """{agent name: {part: digest}} of a run's agent as it is now (RunConfig.agent_digests);
+    with `others`, of each agent of a sweep of A2A agents (`agent` is then None)."""
+    names = list(others) or [agent or DEFAULT_AGENT]
+    return {name: next(measure for takes, measure in KINDS if takes(name))(name, prompt) for name in names}
 
 
 @functools.cache

@@ -51,7 +51,7 @@ def run_digests(names: list[str]) -> dict[str, dict[str, str]]:
 # measured, by the RunConfig field that records it.
 MEASURE: dict[str, Callable[[RunConfig], Any]] = {
     "domain_digests": lambda config: run_digests(config.domains),
-    "agent_digests": lambda config: agent_digests(config.agent, config.agent_prompt),
+    "agent_digests": lambda config: agent_digests(config.agent, config.agent_prompt, *config.a2a_agents),
     "persona_digests": lambda config: persona_digests(list(config.user_personas)) or None,
 }
 

@@ -332,6 +332,10 @@ class RunConfig(TrialSettings):
     user_personas: dict[str, str] = Field(default_factory=dict)
     # {persona label: {"text": digest}}, measured like a domain; None without personas.
     persona_digests: dict[str, dict[str, str]] | None = None
+    # A sweep of agents behind A2A (--agent a2a:URL given more than once): each agent's
+    # name "a2a:URL", which is also its agent model, and the convention of its messages
+    # (agent_protocol's values). Empty: one agent (`agent`, with `agent_protocol`).
+    a2a_agents: dict[str, str] = Field(default_factory=dict)
 
     def personas(self) -> list[str | None]:
         """The users every task and trial runs under: tau2's own (None) first, the
@@ -348,6 +352,23 @@ class RunConfig(TrialSettings):
         """The litellm args of one agent model's calls."""
         return self.agent_model_args.get(model, self.agent_args)
 
+    def agent_label(self) -> str:
+        """Which agent plays, in words for reports; a sweep of A2A agents names each."""
+        if self.a2a_agents:
+            return f"{len(self.a2a_agents)} agents behind A2A ({', '.join(self.a2a_agents)})"
+        return super().agent_label()
+
+    def agent_for(self, model: str) -> str | None:
+        """The agent that plays with one agent model: in a sweep of A2A agents, the
+        agent that model names; else the run's agent."""
+        return model if model in self.a2a_agents else self.agent
+
+    def _a2a_agent(self, model: str) -> dict[str, Any]:
+        """The settings one agent model of a sweep of A2A agents has of its own."""
+        if model not in self.a2a_agents:
+            return {}
+        return {"agent": model, "agent_protocol": self.a2a_agents[model]}
+
     def units(self) -> list["TaskUnit"]:
         """Every (agent model, persona, domain, task) of the run, in the order they start: the most
         expected model calls first, and otherwise as given (a config without estimates,
@@ -356,7 +377,7 @@ class RunConfig(TrialSettings):
         seeds = trial_seeds(self.seed, self.trials)
         units = [
             TaskUnit(
-                **{**settings, "agent_args": self.agent_args_for(model)},
+                **{**settings, "agent_args": self.agent_args_for(model), **self._a2a_agent(model)},
                 run_id=self.run_id,
                 agent_model=model,
                 domain=domain,

@@ -88,7 +88,7 @@ _HOW_IT_RUNS = {"concurrency", "retry", "provider_limits", "max_cost", "expected
 # Fields that count only when a run has them, so a run stored before they existed keeps
 # its fingerprint.
 _ONLY_WHEN_SET = ("agent_model_args", "agent", "agent_protocol", "agent_tools", "agent_prompt", "plugins", "timeout", "rejudge",
-                  "curtail", "user_personas")
+                  "curtail", "user_personas", "a2a_agents")
 
 
 def fingerprint(config: RunConfig) -> str:
@@ -219,11 +219,22 @@ def differences(stored: RunConfig, config: RunConfig) -> list[str]:
         if theirs == ours or fingerprint(stored.model_copy(update={name: ours})) == fingerprint(stored):
             continue  # equal, or a setting that is not part of the identity
         shown = [v if isinstance(v, str) else json.dumps(v, default=str) for v in (theirs, ours)]
+        gone, new = _only_in(theirs, ours), _only_in(ours, theirs)
         if max(map(len, shown)) <= 40:
             out.append(f"{name}: {shown[0]} in the run, {shown[1]} now")
+        elif gone or new:  # a list (the agent models of a sweep): which items differ
+            out.append(f"{name}: " + "; ".join(
+                [f"{', '.join(gone)} only in the run"] * bool(gone) + [f"{', '.join(new)} only now"] * bool(new)))
         else:
             out.append(f"{name} differs")
     return out
+
+
+def _only_in(values: Any, others: Any) -> list[str]:
+    """The strings of one list that the other lacks; none unless both are lists."""
+    if not isinstance(values, list) or not isinstance(others, list):
+        return []
+    return [str(v) for v in values if v not in others]
 
 
 def recorded_config(config_json: str) -> RunConfig | None:
@@ -317,13 +328,14 @@ class AgentIdentity(BaseModel):
         return text
 
 
-def agent_name(config: RunConfig) -> str:
-    return config.agent or DEFAULT_AGENT
+def agent_name(config: RunConfig, model: str | None = None) -> str:
+    return (config.agent if model is None else config.agent_for(model)) or DEFAULT_AGENT
 
 
 def agent_identity(config: RunConfig, model: str) -> AgentIdentity:
-    """The agent a run measured with one of its agent models."""
-    name = agent_name(config)
+    """The agent a run measured with one of its agent models (in a sweep of A2A agents,
+    the agent that model names)."""
+    name = agent_name(config, model)
     if config.agent_digests is None:
         return AgentIdentity(name=name)
     parts = config.agent_digests.get(name, {})
