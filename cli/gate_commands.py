@@ -32,7 +32,7 @@ DEFAULT_MAX_TRIALS = 8  # per task: never more trials than a fixed design of 8 a
 def gate(
     ctx: typer.Context,
     options: RunOptions,
-    config: Optional[str] = typer.Option(None, "--config", help="A sweep config (TOML), as `passhat run --config` takes; its \\[gate] table may set require, baseline, max_drop, regression_metric, confidence, max_trials and whole_blocks. Options given on the command line override it."),
+    config: Optional[str] = typer.Option(None, "--config", help="A sweep config (TOML), as `passhat run --config` takes; its \\[gate] table may set require, baseline, max_drop, regression_metric, confidence, max_trials, whole_blocks, personas, max_persona_drop and persona_drop_metric. Options given on the command line override it."),
     require: list[str] = typer.Option([], "--require", help="An absolute criterion, 'pass^K >= X' (repeat for several)."),
     baseline: Optional[str] = typer.Option(None, "--baseline", metavar="RUN", help="A recorded run (or gate) to compare with, task by task, with --max-drop."),
     max_drop: Optional[float] = typer.Option(None, "--max-drop", metavar="D", help="Regression criterion: the metric may be at most D below --baseline's."),

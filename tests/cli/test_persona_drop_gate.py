@@ -44,7 +44,7 @@ def test_a_persona_that_does_not_hurt_the_agent_passes_the_drop_bound_and_one_th
     assert verdict.get("persona") == "skeptical:2" and verdict.find("failure") is not None
 
 
-def test_the_drop_bound_needs_personas(env):
+def test_the_drop_bound_needs_personas(env, tmp_path):
     done = passhat("gate", "--domain", "airline", "--task", "7", "--user-model", "scripted/customer",
                    "-m", "scripted/verifier", "--max-persona-drop", "0.3", "--yes", env=env)
     assert done.returncode == 2
@@ -53,3 +53,9 @@ def test_the_drop_bound_needs_personas(env):
                    "-m", "scripted/verifier", "--max-persona-drop", "1.5", "--user-persona", "incoherent",
                    "--personas", "all", "--yes", env=env)
     assert done.returncode == 2 and "--max-persona-drop must be within 0..1" in done.stderr
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text('[gate]\nmax_persona_drop = 1.5\npersonas = "all"\n')
+    done = passhat("gate", "--domain", "airline", "--task", "7", "--user-model", "scripted/customer",
+                   "-m", "scripted/verifier", "--user-persona", "incoherent", "--config", str(sweep), "--yes", env=env)
+    assert done.returncode == 2
+    assert f"{sweep}: gate.max_persona_drop: --max-persona-drop must be within 0..1" in done.stderr
