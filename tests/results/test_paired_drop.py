@@ -114,4 +114,5 @@ def test_the_record_says_the_split_and_the_pairing():
     assert [(c["kind"], c["persona"], c["split"]) for c in record["criteria"]] == [
         ("persona_drop", "impatient:3", 2), ("persona_drop", "skeptical:2", 2)]
     assert "at alpha / 2 = 0.025 (Bonferroni)" in markdown(record)
+    assert "Persona drop: the persona's pass^k less tau2's user's" in markdown(record)
     assert "persona skeptical:2, alpha 0.05 split over 2 personas (Bonferroni)" in junit(record)
