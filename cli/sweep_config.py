@@ -33,7 +33,7 @@ MODEL_KEYS = ("model", "args")  # of each [[agents]] table and of [user]
 GATE_TABLE = "gate"
 GATE_KEYS = {"require": list, "baseline": str, "max_drop": float, "regression_metric": str,
              "confidence": float, "max_trials": int, "whole_blocks": bool, "personas": str,
-             "max_persona_drop": float, "persona_drop_metric": str}
+             "max_persona_drop": float, "persona_metric": str}
 
 
 @dataclass

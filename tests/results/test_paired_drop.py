@@ -116,3 +116,17 @@ def test_the_record_says_the_split_and_the_pairing():
     assert "at alpha / 2 = 0.025 (Bonferroni)" in markdown(record)
     assert "Persona drop: the persona's pass^k less tau2's user's" in markdown(record)
     assert "persona skeptical:2, alpha 0.05 split over 2 personas (Bonferroni)" in junit(record)
+
+
+def test_pass_k_blocks_pair_up_in_curtailed_rounds():
+    """pass^2 in rounds curtailed to blocks of 2: a persona block that stopped at its first
+    failure still pairs with tau2's user's block of the same round."""
+    [criterion] = drop_criterion(0.2, k=2)
+    rounds = rounds_of([{t: [True, True] for t in TASKS}] * 6, [{t: [False] for t in TASKS}] * 6)
+    result = gate.evaluate(criterion, rounds, max_trials=12, curtail=[2])
+    assert result.verdict == gate.FAIL
+    assert [(t.estimate, t.baseline) for t in result.tasks] == [(0.0, 1.0)] * len(TASKS)
+    _, pairs = paired_drop.round_pairs(rounds, "impatient:3", 2, curtail_size=2)
+    assert all(list(p[0]) == [1] * len(TASKS) for p in pairs)
+    same = rounds_of([{t: [True, False] for t in TASKS}] * 6, [{t: [True, False] for t in TASKS}] * 6)
+    assert gate.evaluate(criterion, same, max_trials=12, curtail=[2]).verdict == gate.PASS
