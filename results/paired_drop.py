@@ -64,13 +64,14 @@ PASS_TEST, FAIL_TEST = 0, 1
 
 def round_pairs(rounds, persona: str, k: int, curtail_size: int | None = None  # noqa: ANN001 - gate Rounds
                 ) -> tuple[list[str], list[tuple[np.ndarray, np.ndarray] | None]]:
-    """The suite's tasks (every task tau2's user ran) and, per round, its pairs in each test's
+    """The suite's tasks (those tau2's user ran in the first round, which runs every task: fixed
+    before any outcome, so which later rounds count never depends on outcomes) and, per round, its pairs in each test's
     reading (PASS: Z at its largest, FAIL: at its smallest; one value per pair), or None for a
     round that cannot count (it left out a task, or its users or tasks have different numbers
     of blocks)."""
     users = of_user(rounds, None)
     personas = of_user(rounds, persona)
-    tasks = sorted({t for r in users for t in r})
+    tasks = sorted(users[0]) if users else []
     out: list[tuple[np.ndarray, np.ndarray] | None] = []
     high, low = CANDIDATE_READS[1], CANDIDATE_READS[0]  # a not-evaluable trial as a success / a failure
     for user, other in zip(users, personas):

@@ -52,7 +52,7 @@ def test_a_round_that_left_out_a_task_does_not_count():
     whole = {t: [True] for t in TASKS}
     partial = {t: [True] for t in TASKS[1:]}
     assert gate.evaluate(criterion, rounds_of([whole] * 3, [whole] * 3)).verdict == gate.PASS
-    # The suite is every task tau2's user ran; later rounds without airline/0 add nothing.
+    # The suite is the first round's tasks (every task); later rounds without airline/0 add nothing.
     assert gate.evaluate(criterion, rounds_of([whole] + [partial] * 5, [whole] + [partial] * 5)).verdict \
         == gate.evaluate(criterion, rounds_of([whole], [whole])).verdict == gate.INCONCLUSIVE
     _, pairs = paired_drop.round_pairs(rounds_of([whole, partial], [whole, partial]), "impatient:3", 1)
