@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from passhat.results import gate, gate_simulation
+from passhat.results import gate, gate_simulation, paired_drop
 from passhat.results.gate_simulation import FAIL, PASS, fixed, fixed_baseline, simulate
 
 TASKS = 50
@@ -251,14 +251,12 @@ def persona_drop_cases(rng: np.random.Generator) -> list[tuple]:
             qp = q * (1 - drop / q.mean())
             together = rho * np.minimum(q, qp) + (1 - rho) * q * qp
             out.append((f"pass^{k}, {name}, max {max_trials}", q, qp, together,
-                        gate.regression(k, bound, kind="persona_drop"), max_trials, wrong))
+                        paired_drop.criterion(k, bound, gate.DEFAULT_CONFIDENCE), max_trials, wrong))
     return out
 
 
 def persona_drop_table(gates: int, seed: int) -> list[str]:
     """The persona-drop cases' table; returns the cases whose wrong-verdict bound is above alpha."""
-    from passhat.results import paired_drop
-
     rng, over = np.random.default_rng(seed), []
     print(f"{gates} gates per case; the bound on a persona's drop against tau2's user (--max-persona-drop), "
           f"{TASKS} leaderboard-like tasks, every round running every task under both users")

@@ -117,9 +117,11 @@ def _criteria(settings: dict[str, Any], decide) -> list:  # noqa: ANN001 - the g
     elif settings["regression_metric"] is not None:
         raise decide.GateError("--regression-metric needs --baseline RUN --max-drop D")
     if settings.get("max_persona_drop") is not None:
+        from passhat.results import paired_drop
+
         k = read("persona_metric", lambda: decide.parse_metric(settings["persona_metric"] or "pass^1"))
         criteria.append(read("max_persona_drop",
-                             lambda: decide.regression(k, settings["max_persona_drop"], conf, kind="persona_drop")))
+                             lambda: paired_drop.criterion(k, settings["max_persona_drop"], conf)))
     elif settings.get("persona_metric") is not None:
         raise decide.GateError("--persona-metric needs --max-persona-drop D")
     if not criteria:

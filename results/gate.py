@@ -159,13 +159,11 @@ def absolute(k: int, threshold: float, confidence: float = DEFAULT_CONFIDENCE,
     return Criterion("absolute", k, threshold=threshold, confidence=confidence, bets=bets)
 
 
-def regression(k: int, max_drop: float, confidence: float = DEFAULT_CONFIDENCE,
-               kind: Literal["regression", "persona_drop"] = "regression") -> Criterion:
+def regression(k: int, max_drop: float, confidence: float = DEFAULT_CONFIDENCE) -> Criterion:
     _check(k, confidence)
     if not 0 <= max_drop < 1:
-        flag = "--max-drop" if kind == "regression" else "--max-persona-drop"
-        raise GateError(f"{flag} must be within 0..1 (a difference of pass^k), got {max_drop:g}")
-    return Criterion(kind, k, max_drop=max_drop, confidence=confidence)
+        raise GateError(f"--max-drop must be within 0..1 (a difference of pass^k), got {max_drop:g}")
+    return Criterion("regression", k, max_drop=max_drop, confidence=confidence)
 
 
 def _check(k: int, confidence: float) -> None:

@@ -46,6 +46,7 @@ criterion's "candidate less baseline"), so the bar is -D."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -60,6 +61,16 @@ C = 0.9
 # many pairs, so after the first the observed pairs rule.
 PRIOR = (0.5, 1.0, 0.5)
 PASS_TEST, FAIL_TEST = 0, 1
+
+
+def criterion(k: int, max_drop: float, confidence: float):  # noqa: ANN201 - a gate.Criterion
+    """The bound as a criterion of the gate (`--max-persona-drop D --persona-metric pass^K`);
+    passhat.results.gate_personas makes one per persona."""
+    from passhat.results import gate
+
+    if not 0 <= max_drop < 1:
+        raise gate.GateError(f"--max-persona-drop must be within 0..1 (a difference of pass^k), got {max_drop:g}")
+    return replace(gate.regression(k, max_drop, confidence), kind="persona_drop")
 
 
 def round_pairs(rounds, persona: str, k: int, curtail_size: int | None = None  # noqa: ANN001 - gate Rounds

@@ -15,7 +15,7 @@ TASKS = [f"airline/{i}" for i in range(10)]
 
 
 def drop_criterion(bound: float, k: int = 1, personas=("impatient:3",)):  # noqa: ANN001, ANN201
-    return per_persona([gate.regression(k, bound, kind="persona_drop")], list(personas))
+    return per_persona([paired_drop.criterion(k, bound, gate.DEFAULT_CONFIDENCE)], list(personas))
 
 
 def rounds_of(user, persona, persona_name="impatient:3"):  # noqa: ANN001, ANN201
