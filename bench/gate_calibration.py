@@ -5,6 +5,7 @@ gate` runs, thousands at once (passhat.results.gate_simulation: the same simulat
 gate's budget check and power preview use).
 
     python bench/gate_calibration.py [--gates 1000] [--seed 0] [--k 1] [--cases GROUPS] [--bets trials]
+    python bench/gate_calibration.py --cases personadrop   # the bound on a persona's drop, its own table
 
 Prints, per case, how often the gate says PASS / FAIL / INCONCLUSIVE, the rate of the
 verdict that would be wrong there with its Monte Carlo upper bound (one-sided 95%,
@@ -26,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from passhat.results import gate, gate_simulation
+from passhat.results import gate, gate_simulation, paired_drop
 from passhat.results.gate_simulation import FAIL, PASS, fixed, fixed_baseline, simulate
 
 TASKS = 50
@@ -229,6 +230,54 @@ def run_case(rng: np.random.Generator, case: Case, gates: int,
     return out
 
 
+def persona_drop_cases(rng: np.random.Generator) -> list[tuple]:
+    """The bound on a persona's drop (--max-persona-drop; passhat.results.paired_drop), on the
+    leaderboard-like suite: (name, q_user, q_persona, together, criterion, max_trials, wrong
+    verdicts). A task's pass^k under the persona is tau2's user's scaled to the suite's drop;
+    a pair's two blocks succeed together with chance rho * min + (1 - rho) * product (rho 0.9:
+    strongly correlated, as the same seeds make them; 0: independent)."""
+    board = leaderboard_suite(rng)
+    out = []
+    for k, max_trials in ((1, 16), (4, 16)):
+        q = board ** k
+        for name, drop, bound, rho, wrong in (
+                ("A/A, max drop 0", 0.0, 0.0, 0.9, ("PASS", "FAIL")),
+                ("A/A, max drop 0, independent pairs", 0.0, 0.0, 0.0, ("PASS", "FAIL")),
+                ("drop 0.1 at the bound 0.1", 0.1, 0.1, 0.9, ("PASS", "FAIL")),
+                ("drop 0.15 above the bound 0.1", 0.15, 0.1, 0.9, ("PASS",)),
+                ("no drop, bound 0.1", 0.0, 0.1, 0.9, ("FAIL",)),
+                ("drop 0.02, bound 0.1", 0.02, 0.1, 0.9, ("FAIL",)),
+                ("drop 0.3, bound 0.1", 0.3, 0.1, 0.9, ("PASS",))):
+            qp = q * (1 - drop / q.mean())
+            together = rho * np.minimum(q, qp) + (1 - rho) * q * qp
+            out.append((f"pass^{k}, {name}, max {max_trials}", q, qp, together,
+                        paired_drop.criterion(k, bound, gate.DEFAULT_CONFIDENCE), max_trials, wrong))
+    return out
+
+
+def persona_drop_table(gates: int, seed: int) -> list[str]:
+    """The persona-drop cases' table; returns the cases whose wrong-verdict bound is above alpha."""
+    rng, over = np.random.default_rng(seed), []
+    print(f"{gates} gates per case; the bound on a persona's drop against tau2's user (--max-persona-drop), "
+          f"{TASKS} leaderboard-like tasks, every round running every task under both users")
+    print("| case | wrong verdict (upper bound) | PASS | FAIL | INC | conversations | fixed design |")
+    print("|---|---|---|---|---|---|---|")
+    for name, q, qp, together, criterion, max_trials, wrong in persona_drop_cases(rng):
+        verdict, rounds = paired_drop.simulate(rng, q, qp, together, criterion, gates, max_trials,
+                                               size=criterion.k)
+        said = []
+        for code in wrong:
+            seen = int((verdict == code).sum())
+            bound = upper_bound(seen, gates)
+            over += [name] if bound > ALPHA else []
+            said.append(f"false {code} {seen / gates:.3f} ({bound:.3f})")
+        per_round = 2 * len(q) * criterion.k
+        print(f"| {name} | {', '.join(said)} | "
+              + " | ".join(f"{np.mean(verdict == v):.3f}" for v in ("PASS", "FAIL", "INCONCLUSIVE"))
+              + f" | {rounds.mean() * per_round:.0f} | {max_trials // criterion.k * per_round} |", flush=True)
+    return over
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gates", type=int, default=1000, help="gates per case")
@@ -247,6 +296,12 @@ def main() -> None:
 
     rng = np.random.default_rng(args.seed)
     groups = args.cases.split(",")
+    if groups == ["personadrop"]:
+        over = persona_drop_table(args.gates, args.seed)
+        if over:
+            print(f"upper bound above alpha = {ALPHA:.2f}: {'; '.join(over)}")
+            sys.exit(1)
+        return
     print(f"{args.gates} gates per case; alpha = {ALPHA:.2f}; a wrong verdict's rate with its one-sided 95% "
           f"upper bound (Clopper-Pearson); the classic cases on {TASKS} leaderboard-like tasks, the rest as named")
     print("| case | wrong verdict (upper bound) | PASS | FAIL | INC | conversations | most a task | fewer than fixed "

@@ -32,12 +32,14 @@ DEFAULT_MAX_TRIALS = 8  # per task: never more trials than a fixed design of 8 a
 def gate(
     ctx: typer.Context,
     options: RunOptions,
-    config: Optional[str] = typer.Option(None, "--config", help="A sweep config (TOML), as `passhat run --config` takes; its \\[gate] table may set require, baseline, max_drop, regression_metric, confidence, max_trials and whole_blocks. Options given on the command line override it."),
+    config: Optional[str] = typer.Option(None, "--config", help="A sweep config (TOML), as `passhat run --config` takes; its \\[gate] table may set require, baseline, max_drop, regression_metric, confidence, max_trials, whole_blocks, personas, max_persona_drop and persona_metric. Options given on the command line override it."),
     require: list[str] = typer.Option([], "--require", help="An absolute criterion, 'pass^K >= X' (repeat for several)."),
     baseline: Optional[str] = typer.Option(None, "--baseline", metavar="RUN", help="A recorded run (or gate) to compare with, task by task, with --max-drop."),
     max_drop: Optional[float] = typer.Option(None, "--max-drop", metavar="D", help="Regression criterion: the metric may be at most D below --baseline's."),
     regression_metric: Optional[str] = typer.Option(None, "--regression-metric", metavar="pass^K", help="The metric of the regression criterion; default pass^1."),
     confidence: Optional[float] = typer.Option(None, "--confidence", help="Confidence of every criterion's verdict; default 0.95."),
+    max_persona_drop: Optional[float] = typer.Option(None, "--max-persona-drop", metavar="D", help="With --user-persona and --personas: the metric under each persona named may be at most D below tau2's own user's, decided on pairs of the same tasks and seeds (docs/gate.md, A persona's drop)."),
+    persona_metric: Optional[str] = typer.Option(None, "--persona-metric", metavar="pass^K", help="The metric of --max-persona-drop; default pass^1."),
     personas: Optional[str] = typer.Option(None, "--personas", metavar="all|P1,P2", help="With --user-persona: check every criterion under each of these personas (all: every one given), on that persona's trials alone, its error rate split across them (Bonferroni; docs/personas.md, Gating)."),
     max_trials: Optional[int] = typer.Option(None, "--max-trials", metavar="N", help=f"Budget: most trials any one task gets; default {DEFAULT_MAX_TRIALS}."),
     force: bool = typer.Option(False, "--force", help="Run even when an agent that never fails could not PASS every criterion within --max-trials (the gate refuses such a budget before the first conversation, naming one that could)."),
@@ -61,7 +63,8 @@ def gate(
     table = sweep_config.gate_table(config) if config else {}
     given = {"require": require or None, "baseline": baseline, "max_drop": max_drop,
              "regression_metric": regression_metric, "confidence": confidence, "max_trials": max_trials,
-             "whole_blocks": whole_blocks or None, "personas": personas}
+             "whole_blocks": whole_blocks or None, "personas": personas, "max_persona_drop": max_persona_drop,
+             "persona_metric": persona_metric}
     settings = {key: value if value is not None else table.get(key) for key, value in given.items()}
     options = sweep_config.merge(sweep_config.load(config) if config else None, options, given_on_command_line(ctx))
     sweep_config.check_required(options, f" — see `{ctx.command_path} --help`")
@@ -117,9 +120,17 @@ def _criteria(settings: dict[str, Any], decide) -> list:  # noqa: ANN001 - the g
         criteria.append(read("max_drop", lambda: decide.regression(k, settings["max_drop"], conf)))
     elif settings["regression_metric"] is not None:
         raise decide.GateError("--regression-metric needs --baseline RUN --max-drop D")
+    if settings.get("max_persona_drop") is not None:
+        from passhat.results import paired_drop
+
+        k = read("persona_metric", lambda: decide.parse_metric(settings["persona_metric"] or "pass^1"))
+        criteria.append(read("max_persona_drop",
+                             lambda: paired_drop.criterion(k, settings["max_persona_drop"], conf)))
+    elif settings.get("persona_metric") is not None:
+        raise decide.GateError("--persona-metric needs --max-persona-drop D")
     if not criteria:
-        raise decide.GateError("give a criterion: --require 'pass^K >= X', or --baseline RUN --max-drop D "
-                               "(or a [gate] table in --config)")
+        raise decide.GateError("give a criterion: --require 'pass^K >= X', --baseline RUN --max-drop D, or "
+                               "--max-persona-drop D with --user-persona (or a [gate] table in --config)")
     return criteria
 
 
@@ -133,6 +144,9 @@ def _persona_criteria(criteria: list, settings: dict[str, Any], personas: list[s
         chosen = named(settings["personas"], personas)
     except GateError as err:
         raise UserInputError(str(err))
+    if not chosen and any(c.kind == "persona_drop" for c in criteria):
+        raise UserInputError("--max-persona-drop bounds a persona's drop against tau2's own user: give the personas "
+                             "with --user-persona NAME and --personas all (or some of them)")
     if chosen and settings["baseline"] is not None:
         raise UserInputError("--baseline with --user-persona is not supported yet: gate the personas with "
                              "--require, and the regression without --user-persona")

@@ -33,7 +33,8 @@ MODEL_KEYS = ("model", "args")  # of each [[agents]] table and of [user]
 # `passhat gate`'s criteria and budget: the keys are its flags' names.
 GATE_TABLE = "gate"
 GATE_KEYS = {"require": list, "baseline": str, "max_drop": float, "regression_metric": str,
-             "confidence": float, "max_trials": int, "whole_blocks": bool, "personas": str}
+             "confidence": float, "max_trials": int, "whole_blocks": bool, "personas": str,
+             "max_persona_drop": float, "persona_metric": str}
 
 
 @dataclass

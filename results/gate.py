@@ -100,10 +100,12 @@ AIMS = (0.0, 0.25, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 
 @dataclass(frozen=True)
 class Criterion:
-    """`pass^k >= threshold` (absolute), or `pass^k not worse than the baseline by more
-    than max_drop` (regression, task by task over the tasks both have)."""
+    """`pass^k >= threshold` (absolute), `pass^k not worse than the baseline by more than
+    max_drop` (regression, task by task over the tasks both have), or pass^k under the
+    persona not worse than under tau2's own user by more than max_drop (persona_drop:
+    passhat.results.paired_drop)."""
 
-    kind: Literal["absolute", "regression"]
+    kind: Literal["absolute", "regression", "persona_drop"]
     k: int
     threshold: float = 0.0  # absolute
     max_drop: float = 0.0  # regression
@@ -128,6 +130,8 @@ class Criterion:
         user = "" if self.persona is None else f" [persona {self.persona}]"
         if self.kind == "absolute":
             return f"pass^{self.k} >= {self.threshold:g}{user}"
+        if self.kind == "persona_drop":
+            return f"pass^{self.k} not worse than under tau2's user by more than {self.max_drop:g}{user}"
         return f"pass^{self.k} not worse than baseline by more than {self.max_drop:g}{user}"
 
 
@@ -368,6 +372,9 @@ def evaluate(criterion: Criterion, candidate: Rounds, baseline: "Rounds | None" 
     C(n, k) would count a block that stopped at its first failure as one trial. The verdict
     holds whatever share of the trials is not evaluable (each test reads them against
     itself); the result says that share and the estimate with them as failures."""
+    if criterion.kind == "persona_drop":  # paired with tau2's user's trials: its own test
+        from passhat.results.paired_drop import evaluate_drop
+        return evaluate_drop(criterion, candidate, interval=interval, curtail=curtail)
     k, alpha = criterion.k, criterion.alpha
     threshold = math.log(1 / alpha)
     if criterion.persona is not None:  # that persona's trials only, never another user's

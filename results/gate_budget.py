@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from passhat.results import gate, gate_rounds
+from passhat.results import gate, gate_rounds, paired_drop
 from passhat.results.gate_simulation import FAIL, PASS, recorded_baseline, simulate
 
 GATES = 200  # simulated gates behind each power figure
@@ -70,6 +70,8 @@ def perfect_passes(budget: Budget, max_trials: int | None = None, tasks: int | N
     n, cap = tasks or len(suite), max_trials or budget.max_trials
     for c in budget.criteria:
         if c.kind == "absolute" and not gate.decided_alike(c, n, cap, budget.size, gate.Evidence.PASS, gate.AIMS[-1]):
+            return False
+        if c.kind == "persona_drop" and not paired_drop.perfect_passes(c, n, cap, budget.size):
             return False
     regressions = tuple(c for c in budget.criteria if c.kind == "regression")
     if not regressions:
@@ -179,6 +181,12 @@ def preview(budget: Budget) -> list[str]:
             if c.threshold + 0.05 <= 1:
                 line += "; " + _budget_for_power(budget, c, curve)
             lines.append(line)
+        elif c.kind == "persona_drop":
+            drop = paired_drop.smallest_detectable_drop(c, len(budget.suite()), budget.max_trials, budget.size)
+            lines.append(f"{c.describe()}: the smallest drop of pass^{c.k} it can detect (FAIL) at this budget: "
+                         + (f"{drop:.2f}" if drop is not None else "none, even with every trial failing")
+                         + " (a persona under which the agent fails every trial of some tasks, and of none "
+                           "under tau2's user)")
         else:
             drop = smallest_detectable_drop(budget, c)
             lines.append(f"{c.describe()}: the smallest drop of pass^{c.k} it can detect (FAIL) at this budget: "

@@ -109,6 +109,11 @@ def markdown(record: dict[str, Any]) -> str:
     note = bonferroni_note(record["criteria"])
     if note:
         lines.append(note)
+    if any(c["kind"] == "persona_drop" for c in record["criteria"]):
+        lines.append("Persona drop: the persona's pass^k less tau2's user's (its bar: minus the drop allowed), "
+                     "decided on pairs of the same task's blocks under both users, which share their seeds; "
+                     "a not-evaluable trial is read against each test, tau2's user's the other way round "
+                     "(docs/gate.md, A persona's drop).")
     for c in record["criteria"]:
         below = [t["task"] for t in c["tasks"] if t["passed"] is False]
         if below:
