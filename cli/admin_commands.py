@@ -32,6 +32,7 @@ domains_app = typer.Typer(help="List the domains and how many tasks each has; `d
 def domains(ctx: typer.Context,
             plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help=PLUGIN_HELP)) -> None:
     """List the domains and how many tasks each has."""
+    from passhat.domains.base import DomainLoadError
     from passhat.domains.plugins import load_plugins
     from passhat.domains.registry import domain_names, task_count
     from passhat.domains.task_sets import load_task_set, task_set_names
@@ -41,7 +42,10 @@ def domains(ctx: typer.Context,
     if ctx.invoked_subcommand is not None:
         return
     for name in domain_names():
-        print(f"{name}\t{task_count(name)} tasks")
+        try:
+            print(f"{name}\t{task_count(name)} tasks")
+        except DomainLoadError as err:  # one domain's missing dependency hides none of the rest
+            print(f"{name}\tcannot load\t{str(err).split(': ', 1)[-1]}")
     # Task sets beyond the domains' own: run with --domain D --task-set-name NAME.
     for name in task_set_names():
         count = tau2_task_count(name)

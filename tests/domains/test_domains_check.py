@@ -85,6 +85,14 @@ def test_a_domain_whose_environment_fails_to_build_is_one_line(env):
                                      "FileNotFoundError: db.json: no such file")
 
 
+def test_the_domain_list_names_a_domain_that_cannot_load_and_goes_on(env):
+    # (tau2 1.0.x's banking_knowledge needs rank_bm25, which its base install lacks)
+    result = passhat("domains", "--plugin", "unbuildable_domain", env=env, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "unbuildable\tcannot load\tFileNotFoundError: db.json: no such file\n" in result.stdout
+    assert "airline\t50 tasks\n" in result.stdout
+
+
 def test_a_tool_that_raises_answers_with_an_error_tool_message(env):
     script = (
         "import pharmacy\n"
