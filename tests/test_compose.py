@@ -481,6 +481,8 @@ def test_dockerfile_installs_the_project(tmp_path):
     assert install_dir is not None, "no `pip install .` in the Dockerfile"
     assert (install_dir / "pyproject.toml").is_file(), "`pip install .` runs where pyproject.toml was not copied"
 
+    pytest.importorskip("setuptools", reason="the build is replayed with this Python's setuptools, which "
+                        "a 3.12 venv does not have (docs/fidelity.md installs it for tau2 1.0.x)")
     out = tmp_path / "build"
     out.mkdir()
     proc = subprocess.run(
