@@ -209,6 +209,8 @@ def main() -> None:
     if args.api_base:
         model_args["api_base"] = args.api_base
     if args.api_key_env:
+        if not os.environ.get(args.api_key_env):
+            parser.error(f"--api-key-env {args.api_key_env}: that variable is not set in this environment")
         model_args["api_key"] = os.environ[args.api_key_env]
     url = f"http://{args.host}:{args.port}/"
     app = build_app(ChatAgent(args.model, model_args, args.reply_as), url, args.a2a_version)
