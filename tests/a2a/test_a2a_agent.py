@@ -161,3 +161,18 @@ def test_a_sweep_file_names_an_agent_behind_a2a(tmp_path):
     assert (cfg.agent, cfg.agent_protocol, cfg.agent_models) == (f"a2a:{agent.url}", "agentbeats", [A2A_AGENT_MODEL])
     assert cfg.agent_digests[cfg.agent] == {"card name": "passhat example agent", "card version": "1.0.0",
                                             "card url": f"{agent.url}/"}
+
+
+def test_the_example_agent_refuses_an_unset_key_variable_in_one_line():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    agent = Path(__file__).resolve().parents[2] / "examples" / "a2a_agent" / "agent.py"
+    env = {k: v for k, v in os.environ.items() if k != "PASSHAT_UNSET_KEY"}
+    done = subprocess.run([sys.executable, str(agent), "--model", "openai/m", "--api-key-env", "PASSHAT_UNSET_KEY"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.splitlines()[-1] == ("agent.py: error: --api-key-env PASSHAT_UNSET_KEY: that variable is "
+                                            "not set in this environment")
