@@ -404,7 +404,8 @@ def test_the_gate_table_is_checked_by_key_and_type(tmp_path):
     for bad, line in (("whole_blocks = 1", "gate.whole_blocks: must be true or false, got an integer"),
                       ('max_trials = "8"', "gate.max_trials: must be an integer, got a string"),
                       ("rounds = 3", "gate.rounds: unknown key; known keys: baseline, confidence, max_drop, "
-                                     "max_trials, personas, regression_metric, require, whole_blocks"),
+                                     "max_persona_drop, max_trials, persona_metric, personas, regression_metric, "
+                                     "require, whole_blocks"),
                       ("personas = true", "gate.personas: must be a string, got a boolean")):
         with pytest.raises(UserInputError) as err:
             sweep_config.gate_table(write(tmp_path, BASE + f"[gate]\n{bad}\n"))
