@@ -67,14 +67,24 @@ async def start_run(
             RunRequest(config=config),
             id=config.run_id,
             task_queue=task_queue or config.task_queue(),
+            # A workflow of this id that this store has no run of is another store's (a
+            # Temporal server shared by several homes or teams): a closed one is not this
+            # run's result, so a new run starts; a running one is refused below.
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE
-            if resume
+            if resume or not existed
             else WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING
+            if existed
+            else WorkflowIDConflictPolicy.FAIL,
             static_summary=f"passhat run {config.run_id}: {', '.join(config.agent_models)} on {', '.join(config.domains)}, k={config.trials}",
         )
-    except WorkflowAlreadyStartedError:  # a closed run with this id: show its result
-        return client.get_workflow_handle_for(RunWorkflow.run, config.run_id)
+    except WorkflowAlreadyStartedError:
+        if not existed:
+            store.delete_run(config.run_id)
+            raise ConfigMismatchError(
+                f"a run '{config.run_id}' that this results store does not hold is running on the Temporal "
+                f"server (another PASSHAT_HOME or results store); give another --run-id") from None
+        return client.get_workflow_handle_for(RunWorkflow.run, config.run_id)  # closed: show its result
     except BaseException:
         # Interrupted or refused: remove the record only if no workflow started (the
         # server may have accepted the start just before the interruption).
@@ -103,7 +113,10 @@ async def start_rounds(client: Client, store, req, task_queue: str | None = None
     try:
         handle = await client.start_workflow(
             RoundsWorkflow.run, req, id=run_id, task_queue=task_queue or req.config.task_queue(),
-            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+            # A finished measurement of this id whose rounds this store does not hold is
+            # another store's (a shared Temporal server): its result is not this one's.
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
+            if rounds_of(store, run_id) else WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             memo={"fingerprint": fingerprint},
             static_summary=f"passhat {req.measure.kind} {run_id}: {', '.join(req.config.agent_models)} "
