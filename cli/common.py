@@ -150,22 +150,14 @@ def existing_run(store, run_id: str):  # noqa: ANN001, ANN201 - a Store, its Run
     """The run's record, or one clear line saying there is no such run."""
     row = store.get_run(run_id)
     if row is None:
-        rounds = gate_rounds(store, run_id)
+        from passhat.cli.rounds import recorded_rounds
+
+        rounds = recorded_rounds(store, run_id)
         if rounds:  # a gate's or an adaptive run's id: its rounds are the runs
             fail(f"'{run_id}' ran in rounds, each a run of its own: {', '.join(rounds)}; name them "
                  f"(`passhat report {' '.join(rounds)}`), or `passhat status {run_id}` for its result")
         fail(f"no run '{run_id}' in the results store ({store.safe_url}); `passhat runs` lists them")
     return row
-
-
-def gate_rounds(store, run_id: str) -> list[str]:  # noqa: ANN001 - a Store
-    """The ids of the rounds of a gate or an adaptive run named `run_id` (RUN-r0, RUN-r1, ...),
-    in order."""
-    import re
-
-    pattern = re.compile(re.escape(run_id) + r"-r(\d+)")
-    found = {int(m.group(1)): row.run_id for row in store.list_runs() if (m := pattern.fullmatch(row.run_id))}
-    return [found[n] for n in sorted(found)]
 
 
 def load_recorded_plugins(row) -> None:  # noqa: ANN001 - a RunRow
