@@ -22,4 +22,6 @@ if [ ${#need[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" =
 fi
 
 export LITELLM_LOCAL_MODEL_COST_MAP=True
-exec .venv/bin/python -m pytest "$@"
+# Two processes, each a file at a time: most tests wait on servers and subprocesses, not on
+# a core, and a file's module fixtures stay in one process.
+exec .venv/bin/python -m pytest -n 2 --dist loadfile "$@"
