@@ -40,7 +40,8 @@ from opentelemetry.trace import SpanKind
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from passhat.contracts import Message, StepRef, StepResult, TrialSpec
+from passhat.contracts import StepRef, StepResult, TrialSpec
+from passhat.messages import Message
 
 
 def _outgoing(spec: TrialSpec, rows: list[Any], mcp_url: str | None = None) -> tuple[str, dict[str, Any]]:

@@ -31,7 +31,8 @@ from passhat.activities.conversation import (
     infrastructure_failure,
     open_turn,
 )
-from passhat.contracts import Message, StepRef, StepResult, TrialSpec
+from passhat.contracts import StepRef, StepResult, TrialSpec
+from passhat.messages import Message
 from passhat.domains.agent_identity import failure_at, method_at
 from passhat.domains.registry import get_domain
 from passhat.domains.tau2_agents import (

@@ -19,19 +19,15 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from passhat.contracts import (
+from passhat.contracts import StepRef, StepResult, TrialSpec, provider_of, render_agent_prompt
+from passhat.messages import (
     EMPTY_REPLY,
     INVALID_TOOL_ARGUMENTS,
     OUT_OF_SCOPE_TOKEN,
     STOP_TOKEN,
     TRANSFER_TOKEN,
     Message,
-    StepRef,
     ToolCall,
-    StepResult,
-    TrialSpec,
-    provider_of,
-    render_agent_prompt,
 )
 from passhat.domains.a2a_protocol import A2A_PREFIX
 from passhat.domains.registry import get_domain

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 from temporalio import activity
 
 from passhat.activities.results import diagnose_trial, recorded_verdicts
-from passhat.contracts import TRIAL_SCORED, is_success
+from passhat.outcomes import TRIAL_SCORED, is_success
 from passhat.domains.diagnosis import DIAGNOSIS_VERSION
 from passhat.infra.store import Store
 

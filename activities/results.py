@@ -11,20 +11,17 @@ from temporalio.exceptions import ApplicationError
 
 from passhat import metrics
 from passhat.activities.conversation import recorded_result
-from passhat.contracts import (
-    AGENT_GREETING,
+from passhat.contracts import RunConfig, StepResult, TrialSpec
+from passhat.messages import AGENT_GREETING, Message
+from passhat.outcomes import (
     RUN_BUDGET_EXHAUSTED,
     RUN_COMPLETED,
     RUN_RUNNING,
     TRIAL_NOT_EVALUABLE,
     TRIAL_SCORED,
-    Message,
     RunSummary,
-    StepResult,
     TaskOutcome,
     TrialOutcome,
-    RunConfig,
-    TrialSpec,
     is_success,
     outcome_label,
 )

@@ -35,7 +35,9 @@ from passhat.activities.conversation import (
     heartbeat_every_s,
     infrastructure_failure,
 )
-from passhat.contracts import TRIAL_RUNNING, TRIAL_SCORED, Message, RetryConfig, StepRef, TrialSpec, stable_hash
+from passhat.contracts import RetryConfig, StepRef, TrialSpec, stable_hash
+from passhat.messages import Message
+from passhat.outcomes import TRIAL_RUNNING, TRIAL_SCORED
 from passhat.domains import review as judging
 from passhat.domains import tau2_review
 from passhat.domains.registry import get_domain

@@ -25,7 +25,7 @@ import tempfile
 import time
 from collections import Counter
 
-from passhat.contracts import TRIAL_SCORED, is_success
+from passhat.outcomes import TRIAL_SCORED, is_success
 from passhat.domains.registry import get_domain
 from passhat.domains.tau2_version import installed_rules
 from passhat.infra.scripted_faults import AGENT_FAULT_KINDS, facts_of, fault_step, planned_fault

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from passhat.contracts import Message, ToolCall
+from passhat.messages import Message, ToolCall
 from passhat.domains.registry import get_domain
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from sqlmodel import Session
 
-from passhat.contracts import TRIAL_SCORED, Message, ToolCall
+from passhat.messages import Message, ToolCall
+from passhat.outcomes import TRIAL_SCORED
 from passhat.domains.registry import get_domain
 from passhat.infra.store import Store
 from passhat.infra.store_tables import StepRow, TrialRow

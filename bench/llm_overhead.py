@@ -76,7 +76,7 @@ def requests(domain: str) -> tuple[list[list[dict]], list[dict]]:
 async def grow(llm, convos, tools, model_args, steps: int) -> list[list[dict]]:
     """Each conversation after up to `steps` oracle agent steps: its tool calls answered
     with a placeholder result, in the message format passhat sends (llm.view_for)."""
-    from passhat.contracts import Message
+    from passhat.messages import Message
 
     out = []
     for convo in convos:

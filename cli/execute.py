@@ -237,7 +237,7 @@ def print_outcome(summary, output: str) -> None:  # noqa: ANN001 - a RunSummary 
 
 def _budget_stop(run_id: str) -> str | None:
     """What to say about a run that stopped at its budget; None for any other run."""
-    from passhat.contracts import RUN_BUDGET_EXHAUSTED
+    from passhat.outcomes import RUN_BUDGET_EXHAUSTED
 
     store = open_store()
     row = store.get_run(run_id)

@@ -15,7 +15,9 @@ from pydantic import BaseModel
 from passhat.cli import plots
 from passhat.cli.render import diagnosis_lines, error_words, trial_links
 from passhat.cli.report_text import agent_lines, leaderboard_line
-from passhat.contracts import DEFAULT_AGENT, Message, outcome_label, trial_workflow_id
+from passhat.contracts import DEFAULT_AGENT, trial_workflow_id
+from passhat.messages import Message
+from passhat.outcomes import outcome_label
 from passhat.results.report import ACROSS_VERSIONS_NOTE, MISSING, REWARD_PARTS, GroupReport, Report, RunReport
 
 _STYLE = """

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from passhat.contracts import RunConfig, TaskInfo
+from passhat.contracts import RunConfig
+from passhat.messages import TaskInfo
 
 # A run of more conversations than this asks "Start?" on an interactive terminal.
 CONFIRM_ABOVE = 1000

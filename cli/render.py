@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from passhat.contracts import TRIAL_NOT_EVALUABLE, RunSummary, outcome_label
+from passhat.outcomes import TRIAL_NOT_EVALUABLE, RunSummary, outcome_label
 from passhat.domains.diagnosis import one_line
 from passhat.results.jsonl import jsonl_line
 

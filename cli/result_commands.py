@@ -26,7 +26,7 @@ from passhat.cli.common import (
     pipe_width,
 )
 from passhat.cli.run_options import UserInputError
-from passhat.contracts import RUN_IMPORTED, TRIAL_CANCELLED, TRIAL_RUNNING
+from passhat.outcomes import RUN_IMPORTED, TRIAL_CANCELLED, TRIAL_RUNNING
 
 
 @one_line_errors

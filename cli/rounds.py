@@ -42,7 +42,7 @@ async def follow_rounds(handle, store, request, output: str) -> dict:  # noqa: A
     round that runs while it is followed (rounds finished before are not shown again)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from passhat.contracts import RUN_COMPLETED
+    from passhat.outcomes import RUN_COMPLETED
     from passhat.workflows.client import RunEnded
     from temporalio.client import WorkflowFailureError
 

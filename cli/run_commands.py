@@ -150,7 +150,7 @@ async def _cancel(store, run_id: str) -> str:  # noqa: ANN001 - a Store
 
 def _refuse_imported(row, action: str) -> None:  # noqa: ANN001 - a RunRow
     """An imported run (`passhat import`) has no workflows: nothing to resume or cancel."""
-    from passhat.contracts import RUN_IMPORTED
+    from passhat.outcomes import RUN_IMPORTED
 
     if row.status == RUN_IMPORTED:
         fail(f"run {row.run_id} is imported from results files: it has no workflows and "

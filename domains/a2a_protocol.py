@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from passhat.contracts import Message, ToolCall
+from passhat.messages import Message, ToolCall
 
 A2A_PREFIX = "a2a:"
 # The agent model of a run whose agent is behind A2A: the agent calls its own models, so

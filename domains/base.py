@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from passhat.contracts import Message, Score, TaskInfo, ToolCall
+from passhat.messages import Message, Score, TaskInfo, ToolCall
 
 
 class UnknownTaskError(LookupError):

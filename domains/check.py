@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from passhat.contracts import AGENT_GREETING, STOP_TOKEN, GoldAction, Message, TaskInfo, ToolCall, is_success
+from passhat.messages import AGENT_GREETING, STOP_TOKEN, GoldAction, Message, TaskInfo, ToolCall
+from passhat.outcomes import is_success
 from passhat.domains.base import Domain
 from passhat.domains.plugins import last_line
 from passhat.domains.task_file import gold_action_problems, tool_schemas

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from passhat.contracts import Message
+from passhat.messages import Message
 
 DIAGNOSIS_VERSION = 3  # 2: db_differences; 3: attempted_writes, the headline from the failed parts
 

@@ -22,7 +22,7 @@ import json
 import re
 from typing import Any
 
-from passhat.contracts import Message, TaskInfo
+from passhat.messages import Message, TaskInfo
 from passhat.personas import with_persona
 
 PROMPT_VERSION = "passhat-review-3"  # 3: a persona trial's judge is shown the persona

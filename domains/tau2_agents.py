@@ -18,7 +18,7 @@ import json
 import warnings
 from typing import Any
 
-from passhat.contracts import AGENT_GREETING, Message, ToolCall
+from passhat.messages import AGENT_GREETING, Message, ToolCall
 
 
 class AgentSetupError(Exception):

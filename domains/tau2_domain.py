@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from passhat.contracts import GoldAction, Message, Score, TaskInfo, ToolCall
+from passhat.messages import GoldAction, Message, Score, TaskInfo, ToolCall
 from passhat.domains.base import UnknownDomainError, UnknownTaskError
 from passhat.domains.tau2_environment import EnvironmentReplay
 from passhat.domains.tau2_catalog import is_tau2_domain

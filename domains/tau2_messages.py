@@ -1,4 +1,4 @@
-"""passhat's conversations (contracts.Message) as tau2's messages and back, and tau2's
+"""passhat's conversations (messages.Message) as tau2's messages and back, and tau2's
 evaluation result as a Score: what passhat.domains.tau2_domain hands tau2's environments
 and evaluator, and what passhat.results writes into tau2's files."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from passhat.contracts import Message, Score, ToolCall
+from passhat.messages import Message, Score, ToolCall
 
 
 def initial_messages(task: Any) -> list[Message]:

@@ -49,7 +49,7 @@ import re
 import threading
 from typing import Any
 
-from passhat.contracts import Message
+from passhat.messages import Message
 from passhat.domains.review import ReviewRejected
 from passhat.domains.tau2_messages import to_tau2_turns
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from passhat.contracts import Message, ToolCall
+from passhat.messages import Message, ToolCall
 from passhat.infra import secrets
 from passhat.infra.llm_errors import ModelCallError, classify
 

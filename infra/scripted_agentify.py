@@ -23,7 +23,7 @@ import json
 import re
 from typing import Any
 
-from passhat.contracts import TaskInfo
+from passhat.messages import TaskInfo
 
 # The line of passhat's first message in MCP mode (domains.a2a_protocol.MCP_TOOLS_LINE's
 # start: infra does not import domains).

@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from passhat.contracts import STOP_TOKEN, TaskInfo
+from passhat.messages import STOP_TOKEN, TaskInfo
 
 # How the oracle agent asks the user to act on its side: "[gold-3] toggle_roaming({})".
 GOLD_TAG = re.compile(r"\[gold-(\d+)\]")

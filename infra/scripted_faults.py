@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from passhat.contracts import GoldAction, Message, TaskInfo
+from passhat.messages import GoldAction, Message, TaskInfo
 
 AgentFaultKind = Literal[
     "wrong_argument", "skipped_write", "extra_write", "wrong_tool", "missing_info", "write_before_read"

@@ -29,7 +29,7 @@ plugin asking_agent) is broken by impatience.
 
 from __future__ import annotations
 
-from passhat.contracts import STOP_TOKEN, TaskInfo
+from passhat.messages import STOP_TOKEN, TaskInfo
 from passhat.infra.scripted_customer import (
     CUSTOMER,
     Conversation,

@@ -53,7 +53,7 @@ import time
 import uuid
 from typing import Any, Callable
 
-from passhat.contracts import STOP_TOKEN, TaskInfo
+from passhat.messages import STOP_TOKEN, TaskInfo
 from passhat.infra import scripted_review
 from passhat.infra.scripted_customer import GOLD_TAG, asked_user_calls, customer_turn
 from passhat.infra.scripted_personas import customer_for, system_of

@@ -27,7 +27,7 @@ RUN = SearchAttributeKey.for_keyword("PasshatRun")
 AGENT_MODEL = SearchAttributeKey.for_keyword("PasshatAgentModel")
 DOMAIN = SearchAttributeKey.for_keyword("PasshatDomain")
 TASK = SearchAttributeKey.for_keyword("PasshatTask")
-# passhat.contracts.outcome_label: "running" until the trial is scored.
+# passhat.outcomes.outcome_label: "running" until the trial is scored.
 OUTCOME = SearchAttributeKey.for_keyword("PasshatOutcome")
 
 ALL: tuple[SearchAttributeKey, ...] = (RUN, AGENT_MODEL, DOMAIN, TASK, OUTCOME)

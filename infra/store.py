@@ -28,8 +28,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlmodel import Session, SQLModel, col, delete, select, update
 
-from passhat.contracts import (
-    JUDGE_SUFFIX,
+from passhat.contracts import JUDGE_SUFFIX, RunConfig, TrialSpec
+from passhat.messages import Message
+from passhat.outcomes import (
     RUN_IMPORTED,
     RUN_RUNNING,
     RUN_STATUSES,
@@ -37,11 +38,8 @@ from passhat.contracts import (
     TRIAL_NOT_EVALUABLE,
     TRIAL_RUNNING,
     TRIAL_SCORED,
-    Message,
-    RunConfig,
     RunStatus,
     TaskOutcome,
-    TrialSpec,
 )
 from passhat.infra import settings
 from passhat.infra.store_engine import READ_ONLY, create_tables, make_engine

@@ -13,7 +13,9 @@ from sqlalchemy import BigInteger, DateTime, Text, text
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
-from passhat.contracts import RUN_RUNNING, TRIAL_RUNNING, Message, RunConfig, TaskOutcome, task_workflow_id
+from passhat.contracts import RunConfig, task_workflow_id
+from passhat.messages import Message
+from passhat.outcomes import RUN_RUNNING, TRIAL_RUNNING, TaskOutcome
 
 
 def utc_now() -> datetime:

@@ -1,9 +1,9 @@
-"""The contracts every layer shares: ids, run and trial specs, conversation messages and
-outcomes. It imports nothing of passhat, so any layer may import it.
+"""The contracts every layer shares: ids, a run's configuration and its task and trial specs
+(passhat.messages holds a conversation's vocabulary, passhat.outcomes what runs come to).
+It imports nothing of passhat, so any layer may import it.
 
 Everything here is small and JSON-serialisable: specs travel through Temporal's history,
-so they carry references (ids) rather than conversations; messages are what the results
-store keeps and what domains, models and tools exchange.
+so they carry references (ids) rather than conversations.
 """
 
 from __future__ import annotations
@@ -11,17 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from typing import Any, Literal, get_args
+from typing import Any
 
 from pydantic import BaseModel, Field, model_serializer
 
 TASK_QUEUE = "passhat"
 
-# tau2's conversation conventions.
-AGENT_GREETING = "Hi! How can I help you today?"
-STOP_TOKEN = "###STOP###"
-TRANSFER_TOKEN = "###TRANSFER###"
-OUT_OF_SCOPE_TOKEN = "###OUT-OF-SCOPE###"
 # `tau2 run`'s defaults: a run that keeps them is comparable with the leaderboard.
 DEFAULT_MAX_STEPS = 200
 DEFAULT_MAX_ERRORS = 10
@@ -38,109 +33,6 @@ JUDGE_SUFFIX = "~judge"
 POLICY_PLACEHOLDER = "{policy}"
 # tau2's LLM agent, whose requests passhat builds itself; the agent a run without --agent has.
 DEFAULT_AGENT = "llm_agent"
-
-# Model failures: the model's own output ended the conversation. tau2 records these as
-# agent_error with reward 0 (whichever side failed), so they count in pass^k.
-INVALID_TOOL_ARGUMENTS = "InvalidToolArguments"
-EMPTY_REPLY = "EmptyReply"
-
-
-# ---- conversation messages ------------------------------------------------------------
-
-Requestor = Literal["assistant", "user"]
-
-
-class ToolCall(BaseModel):
-    id: str
-    name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    requestor: Requestor = "assistant"
-    # Set when the model's arguments were not valid JSON: the call is answered with an
-    # error instead of being executed (tau2 semantics: the error counts toward max errors).
-    invalid_arguments: str | None = None
-
-
-class Message(BaseModel):
-    """One conversation message, in the shape shared by agent, user and tools."""
-
-    role: Literal["assistant", "user", "tool"]
-    content: str | None = None
-    tool_calls: list[ToolCall] | None = None
-    # For role == "tool": which call this answers, who asked, and whether it failed.
-    tool_call_id: str | None = None
-    requestor: Requestor | None = None
-    error: bool = False
-
-    def is_tool_call(self) -> bool:
-        return bool(self.tool_calls)
-
-    def has_text(self) -> bool:
-        return bool(self.content and self.content.strip())
-
-    def is_empty(self) -> bool:
-        """No text and no tool calls: tau2 asks the model again, then gives up."""
-        return not self.has_text() and not self.is_tool_call()
-
-
-class GoldAction(BaseModel):
-    name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    requestor: Requestor = "assistant"
-
-
-class TaskInfo(BaseModel):
-    """What the rest of passhat may know about a task (scripted models use the gold parts)."""
-
-    id: str
-    user_scenario: str  # the hidden instruction the user simulator plays
-    reason_for_call: str | None = None
-    known_info: str | None = None
-    unknown_info: str | None = None  # what the user does not know (scripted/customer says so when asked)
-    gold_actions: list[GoldAction] = Field(default_factory=list)
-    communicate_info: list[str] = Field(default_factory=list)
-    # Conversation that already happened before the trial starts (rare; tau2 mock has some).
-    initial_messages: list[Message] = Field(default_factory=list)
-
-
-class Score(BaseModel):
-    reward: float
-    breakdown: dict[str, float] = Field(default_factory=dict)
-    info: dict[str, Any] = Field(default_factory=dict)
-
-
-# ---- outcomes -------------------------------------------------------------------------
-
-# A run's state in the results store.
-RunStatus = Literal["running", "completed", "cancelled", "failed", "imported", "budget_exhausted"]
-RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
-RUN_RUNNING: RunStatus = "running"
-RUN_COMPLETED: RunStatus = "completed"
-RUN_CANCELLED: RunStatus = "cancelled"
-# A run that stopped starting conversations once its recorded cost reached its budget
-# (RunConfig.max_cost); `passhat resume RUN --max-cost USD` continues it.
-RUN_BUDGET_EXHAUSTED: RunStatus = "budget_exhausted"
-# A run loaded from results files (`passhat import`): it has no workflows.
-RUN_IMPORTED: RunStatus = "imported"
-
-# A trial's state in the results store.
-TRIAL_RUNNING = "running"
-TRIAL_SCORED = "scored"
-TRIAL_NOT_EVALUABLE = "not_evaluable"
-TRIAL_CANCELLED = "cancelled"
-
-SUCCESS_THRESHOLD = 1.0 - 1e-6  # tau2 counts a trial as a success when reward == 1
-
-
-def is_success(reward: float) -> bool:
-    return reward >= SUCCESS_THRESHOLD
-
-
-def outcome_label(status: str, reward: float | None) -> str:
-    """The one word a trial shows everywhere (Temporal search attribute, trace, CLI):
-    success or failure once scored, otherwise its status (running, not_evaluable)."""
-    if status == TRIAL_SCORED:
-        return "success" if is_success(reward or 0.0) else "failure"
-    return status
 
 
 class RetryConfig(BaseModel):
@@ -482,66 +374,6 @@ class StepResult(BaseModel):
     # The class of a model failure that ends the conversation (INVALID_TOOL_ARGUMENTS,
     # EMPTY_REPLY, ContextWindowExceededError, ...), None for a usable step.
     failure: str | None = None
-
-
-class TrialOutcome(BaseModel):
-    trial_id: str
-    task_id: str
-    trial_index: int
-    evaluable: bool
-    reward: float | None = None
-    termination_reason: str | None = None
-    error: str | None = None  # why the trial is not evaluable
-    error_class: str | None = None
-
-    @property
-    def label(self) -> str:
-        return outcome_label(TRIAL_SCORED if self.evaluable else TRIAL_NOT_EVALUABLE, self.reward)
-
-
-class TaskOutcome(BaseModel):
-    run_id: str
-    agent_model: str
-    user_model: str
-    user_persona: str | None = None
-    domain: str
-    task_id: str
-    trials: int
-    evaluable: int
-    successes: int
-    avg_reward: float | None
-    pass_hat: dict[str, float]
-
-
-class ModelDomainSummary(BaseModel):
-    agent_model: str
-    user_model: str
-    user_persona: str | None = None  # left out when None: `run --output json` as before personas
-    domain: str
-    tasks: int
-    trials: int
-    evaluable: int
-    avg_reward: float | None
-    pass_hat_k: dict[str, float]
-    # pass@k: the chance that at least one of k trials succeeds, averaged over tasks.
-    pass_at_k: dict[str, float] = Field(default_factory=dict)
-    # pass^k as the public leaderboard counts it (tau2 1.0.1's `submit prepare`): trials
-    # that were not evaluable left out, k only up to the fewest evaluable trials of a
-    # task (metrics.leaderboard_curves); None when every trial was evaluable (then it is
-    # pass_hat_k).
-    pass_hat_k_leaderboard: dict[str, float] | None = None
-
-    @model_serializer(mode="wrap")
-    def _persona_only_when_set(self, handler: Any) -> dict[str, Any]:
-        return without_unset_persona(self, handler(self), "user_persona")
-
-
-class RunSummary(BaseModel):
-    run_id: str
-    results: list[ModelDomainSummary]
-    # How the run departs from tau2's rules (TrialSettings.departures); empty for a run
-    # whose numbers compare with the leaderboard's.
-    departures: list[str] = Field(default_factory=list)
 
 
 def stable_hash(text: str) -> str:

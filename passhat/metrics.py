@@ -9,7 +9,7 @@ import random
 from math import comb
 from typing import NamedTuple
 
-from passhat.contracts import ModelDomainSummary, RunSummary, TaskOutcome, is_success
+from passhat.outcomes import ModelDomainSummary, RunSummary, TaskOutcome, is_success
 
 
 def pass_hat(successes: int, trials: int, k: int) -> float:

@@ -32,7 +32,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from passhat.contracts import TRIAL_SCORED, Message, is_success
+from passhat.messages import Message
+from passhat.outcomes import TRIAL_SCORED, is_success
 from passhat.domains.diagnosis import ENDED_BY
 
 

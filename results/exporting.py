@@ -14,7 +14,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from passhat.contracts import RUN_IMPORTED, RunConfig
+from passhat.contracts import RunConfig
+from passhat.outcomes import RUN_IMPORTED
 from passhat.results.jsonl import jsonl_line
 from passhat.results.records import ResultsError, ResultsFileError, trial_record
 from passhat.results.report import tau2_words

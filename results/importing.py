@@ -18,15 +18,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from passhat import metrics
-from passhat.contracts import (
-    DEFAULT_AGENT,
-    RUN_ID_PATTERN,
-    RUN_ID_RULE,
-    TRIAL_SCORED,
-    RunConfig,
-    is_success,
-    trial_workflow_id,
-)
+from passhat.contracts import DEFAULT_AGENT, RUN_ID_PATTERN, RUN_ID_RULE, RunConfig, trial_workflow_id
+from passhat.outcomes import TRIAL_SCORED, is_success
 from passhat.domains.input_files import read_bytes
 from passhat.results.reading import IS_A_DIRECTORY, read_results_file
 from passhat.results.records import ResultsError

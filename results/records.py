@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from passhat.contracts import TRIAL_SCORED, Message
+from passhat.messages import Message
+from passhat.outcomes import TRIAL_SCORED
 
 TAU2_FORMAT = "tau2"
 TAU_BENCH_FORMAT = "tau-bench"

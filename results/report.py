@@ -25,8 +25,8 @@ from passhat.results.divergence import CauseChange, TaskDivergence, cause_change
 from passhat.results.records import ResultsError
 from passhat.domains.a2a_protocol import RESTART as A2A_RESTART
 from passhat.run_identity import AgentIdentity, agent_identity
-from passhat.contracts import (
-    DEFAULT_AGENT,
+from passhat.contracts import DEFAULT_AGENT
+from passhat.outcomes import (
     TRIAL_CANCELLED,
     TRIAL_NOT_EVALUABLE,
     TRIAL_RUNNING,

@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from passhat import metrics
-from passhat.contracts import TRIAL_SCORED, is_success
+from passhat.outcomes import TRIAL_SCORED, is_success
 from passhat.domains.tau2_review import NOT_CLASSIFIABLE
 from passhat.infra import review_store
 

@@ -10,7 +10,8 @@ import re
 from datetime import datetime
 from typing import Any
 
-from passhat.contracts import TRIAL_NOT_EVALUABLE, Message, ToolCall
+from passhat.messages import Message, ToolCall
+from passhat.outcomes import TRIAL_NOT_EVALUABLE
 from passhat.domains.input_files import first_problem
 from passhat.domains.tau2_catalog import TAU2_DOMAINS, is_tau2_domain
 from passhat.domains.tau2_data import default_tasks, quiet_tau2

@@ -35,7 +35,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from passhat.contracts import AGENT_GREETING, DEFAULT_AGENT, TRIAL_NOT_EVALUABLE, TRIAL_SCORED, Message
+from passhat.contracts import DEFAULT_AGENT
+from passhat.messages import AGENT_GREETING, Message
+from passhat.outcomes import TRIAL_NOT_EVALUABLE, TRIAL_SCORED
 from passhat.domains.input_files import first_problem
 from passhat.domains.tau2_catalog import is_tau2_domain
 from passhat.domains.tau2_data import default_tasks, quiet_tau2

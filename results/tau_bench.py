@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from passhat.contracts import OUT_OF_SCOPE_TOKEN, STOP_TOKEN, TRANSFER_TOKEN, Message, ToolCall
+from passhat.messages import OUT_OF_SCOPE_TOKEN, STOP_TOKEN, TRANSFER_TOKEN, Message, ToolCall
 from passhat.results.records import (
     TAU_BENCH_FORMAT,
     ResultsFile,

@@ -47,7 +47,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from passhat.contracts import TaskInfo
+from passhat.messages import TaskInfo
 from passhat.testing.scripted_http import message_text
 
 SCENARIO_TAG = "<scenario>"

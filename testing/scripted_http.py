@@ -73,7 +73,7 @@ import threading
 from collections import Counter
 from typing import Any, Iterable
 
-from passhat.contracts import STOP_TOKEN, TaskInfo
+from passhat.messages import STOP_TOKEN, TaskInfo
 from passhat.domains.registry import get_domain
 from passhat.infra import scripted_agentify, scripted_faults, scripted_provider, scripted_review
 from passhat.infra.scripted_customer import customer_turn

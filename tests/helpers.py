@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from passhat.contracts import Message, RunConfig, TaskUnit
+from passhat.contracts import RunConfig, TaskUnit
+from passhat.messages import Message
 from passhat.domains.tau2_version import installed_rules
 from passhat.infra.store import Store
 from passhat.testing.harness import free_port

@@ -13,7 +13,7 @@ from passhat.workflows.client import cancel_run, follow, start_run
 from passhat.cli.run_config import build_config
 from passhat.cli.run_options import RunOptions
 from passhat.workflows.worker import build_worker
-from passhat.contracts import RunSummary
+from passhat.outcomes import RunSummary
 from passhat.domains.registry import get_domain
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import until

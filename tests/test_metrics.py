@@ -1,7 +1,7 @@
 import pytest
 
 from passhat import metrics
-from passhat.contracts import TaskOutcome, is_success, outcome_label
+from passhat.outcomes import TaskOutcome, is_success, outcome_label
 
 
 def test_pass_hat_exact_values():

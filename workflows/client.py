@@ -17,14 +17,8 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from passhat.contracts import (
-    RUN_CANCELLED,
-    RUN_RUNNING,
-    TRIAL_NOT_EVALUABLE,
-    TRIAL_RUNNING,
-    RunConfig,
-    RunSummary,
-)
+from passhat.contracts import RunConfig
+from passhat.outcomes import RUN_CANCELLED, RUN_RUNNING, TRIAL_NOT_EVALUABLE, TRIAL_RUNNING, RunSummary
 # BudgetChangeRefused is importable from here as before.
 from passhat.run_identity import BudgetChangeRefused, ConfigMismatchError, budget_refusal  # noqa: F401 - (BudgetChangeRefused)
 

@@ -35,7 +35,8 @@ with workflow.unsafe.imports_passed_through():
         RoundOutcomesRequest,
         RoundState,
     )
-    from passhat.contracts import RUN_BUDGET_EXHAUSTED, RUN_COMPLETED, RunConfig, TrialOutcome
+    from passhat.contracts import RunConfig
+    from passhat.outcomes import RUN_BUDGET_EXHAUSTED, RUN_COMPLETED, TrialOutcome
     from passhat.workflows.activity_options import bookkeeping
     from passhat.workflows.round_choice import (
         Choice,

@@ -21,7 +21,8 @@ from temporalio.exceptions import ApplicationError, ChildWorkflowError, is_cance
 
 with workflow.unsafe.imports_passed_through():
     from passhat.activities.results import ResultActivities
-    from passhat.contracts import RunConfig, RunSummary, TaskUnit, TrialOutcome
+    from passhat.contracts import RunConfig, TaskUnit
+    from passhat.outcomes import RunSummary, TrialOutcome
     from passhat.workflows.activity_options import bookkeeping
     from passhat.workflows.cancellation import stop_if_cancelled
     from passhat.workflows.task import TaskWorkflow

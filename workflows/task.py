@@ -12,7 +12,8 @@ from temporalio.exceptions import is_cancelled_exception
 with workflow.unsafe.imports_passed_through():
     from passhat import metrics
     from passhat.activities.results import ResultActivities
-    from passhat.contracts import TRIAL_RUNNING, TaskOutcome, TaskUnit, TrialOutcome, TrialSpec
+    from passhat.contracts import TaskUnit, TrialSpec
+    from passhat.outcomes import TRIAL_RUNNING, TaskOutcome, TrialOutcome
     from passhat.infra import search_attributes as sa
     from passhat.workflows.activity_options import bookkeeping
     from passhat.workflows.trial import TrialWorkflow

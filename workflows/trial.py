@@ -16,7 +16,8 @@ with workflow.unsafe.imports_passed_through():
     from passhat.activities.conversation import ConversationActivities
     from passhat.activities.mcp_tools import UPDATE as MCP_TOOL_CALL, McpCall, McpCallRef
     from passhat.activities.results import NotEvaluable, ResultActivities, ScoreRequest
-    from passhat.contracts import StepRef, StepResult, TrialOutcome, TrialSpec
+    from passhat.contracts import StepRef, StepResult, TrialSpec
+    from passhat.outcomes import TrialOutcome
     from passhat.domains.a2a_protocol import MAX_RESTARTS as MAX_A2A_RESTARTS, RESTART as A2A_RESTART
     from passhat.domains.nl_judge import JUDGE_ERROR
     from passhat.domains.tau2_version import Tau2Rules, rules_for

@@ -33,7 +33,8 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from passhat import curtailment, metrics
     from passhat.activities.results import ResultActivities
-    from passhat.contracts import RunConfig, TaskUnit, TrialOutcome, TrialSpec, is_success
+    from passhat.contracts import RunConfig, TaskUnit, TrialSpec
+    from passhat.outcomes import TrialOutcome, is_success
     from passhat.workflows.activity_options import bookkeeping
     from passhat.workflows.task import trial_search_attributes
     from passhat.workflows.trial import REPORT_TO_MEMO, TrialEnded, TrialWorkflow

@@ -17,7 +17,7 @@ from passhat.domains.a2a_protocol import (
     since_last_action,
 )
 
-from passhat.contracts import Message, ToolCall
+from passhat.messages import Message, ToolCall
 
 CALL = {"name": "get_user_details", "arguments": {"user_id": "mia_li_3668"}}
 

@@ -9,7 +9,8 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from passhat.activities.conversation import ConversationActivities, Heartbeat
-from passhat.contracts import AGENT_GREETING, Message, StepRef, StepResult, TaskUnit
+from passhat.contracts import StepRef, StepResult, TaskUnit
+from passhat.messages import AGENT_GREETING, Message
 from tests.helpers import conversation
 
 

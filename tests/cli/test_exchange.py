@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from passhat.contracts import Message, RunConfig
+from passhat.contracts import RunConfig
+from passhat.messages import Message
 from passhat.domains.tau2_version import GIVEN_UP, installed_family, installed_rules
 from passhat.infra.store import Store
 from passhat.testing.harness import passhat

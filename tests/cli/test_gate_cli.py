@@ -300,7 +300,7 @@ def test_a_killed_curtailed_gate_resumes_its_round_where_the_blocks_were(env, tm
     """A pass^4 gate killed while its first round's tasks run their trials one after
     another: the same command continues the round, keeps the trials it had, and every
     round stops each task's block at its first failure, with no trial index skipped."""
-    from passhat.contracts import is_success
+    from passhat.outcomes import is_success
 
     args = ["gate", *SUITE, "-m", agent_that_succeeds("0.6"), "--agent-args", '{"latency": 0.3}',
             "--require", "pass^4 >= 0.3", "--max-trials", "8", "--run-id", "g-kill4", "-o", "json"]

@@ -9,7 +9,7 @@ import pytest
 
 from passhat.workflows.client import Eta
 from passhat.cli.render import progress_fields
-from passhat.contracts import Message
+from passhat.messages import Message
 from passhat.infra import logs
 from passhat.infra.store import RunProgress
 from tests.helpers import make_config, make_spec

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from passhat.contracts import Message, TaskUnit
+from passhat.contracts import TaskUnit
+from passhat.messages import Message
 from passhat.infra.store import Store
 from passhat.results.report import build_report
 from passhat.testing.harness import passhat

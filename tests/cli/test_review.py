@@ -19,7 +19,7 @@ from math import comb
 
 import pytest
 
-from passhat.contracts import STOP_TOKEN
+from passhat.messages import STOP_TOKEN
 from passhat.domains.tau2_version import installed_rules
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import Passhat, passhat, stopping_workers, until

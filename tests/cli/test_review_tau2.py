@@ -188,7 +188,7 @@ def test_a_classification_tau2_would_default_is_not_classifiable(reply, status, 
     not classifiable with the reason, and keeps every reply tau2 reads as tau2 reads it."""
     from tau2.evaluator.auth_classifier import _parse_classification_response
 
-    from passhat.contracts import Message
+    from passhat.messages import Message
     from passhat.domains import tau2_review
 
     trajectory = tau2_review.Trajectory([(0, [Message(role="assistant", content="Hi! How can I help?")]),

@@ -3,7 +3,7 @@ from the gold ones, replayed through tau2's environments as its evaluator replay
 
 from __future__ import annotations
 
-from passhat.contracts import Message, ToolCall
+from passhat.messages import Message, ToolCall
 from pydantic import BaseModel
 
 from passhat.domains.db_diff import ABSENT, database_differences

@@ -59,7 +59,7 @@ async def test_diagnosis_names_the_injected_mistake_and_its_step(temporal_server
 
 
 def test_a_hand_off_to_a_human_is_named_with_its_step():
-    from passhat.contracts import Message, ToolCall
+    from passhat.messages import Message, ToolCall
     from passhat.domains.diagnosis import diagnose, one_line
 
     steps = [
@@ -82,7 +82,7 @@ def test_a_hand_off_to_a_human_is_named_with_its_step():
 
 
 def test_a_skipped_write_is_not_taken_for_a_wrong_argument_of_the_same_tool():
-    from passhat.contracts import Message, ToolCall
+    from passhat.messages import Message, ToolCall
     from passhat.domains.diagnosis import diagnose
 
     def call(step: int, reservation: str):
@@ -117,7 +117,7 @@ LOAN_GOLD = [{"name": "find_member", "arguments": {"member_id": "m1"}, "compare_
 
 
 def loan_steps(closing: str) -> list:
-    from passhat.contracts import Message, ToolCall
+    from passhat.messages import Message, ToolCall
 
     def call(step: int, name: str, args: dict, answer: str, error: bool = False) -> list:
         return [(step, [Message(role="assistant", tool_calls=[ToolCall(id=f"c{step}", name=name, arguments=args)])]),
@@ -166,7 +166,7 @@ def test_with_the_db_part_passed_no_write_heads_the_diagnosis():
 
 
 def test_an_empty_reply_says_so_and_nothing_prints_none():
-    from passhat.contracts import Message
+    from passhat.messages import Message
     from passhat.domains.diagnosis import diagnose, one_line
 
     steps = [(0, [Message(role="assistant", content="Hi! How can I help you today?")]),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from passhat.contracts import Message, ToolCall
+from passhat.messages import Message, ToolCall
 from passhat.domains.base import UnknownDomainError
 from passhat.domains.registry import get_domain, register_domain
 from passhat.testing.harness import passhat

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from passhat.contracts import Message, Score, TaskInfo, ToolCall
+from passhat.messages import Message, Score, TaskInfo, ToolCall
 from passhat.domains.base import UnknownDomainError, UnknownTaskError
 from passhat.domains.registry import domain_names, get_domain, register_domain
 from passhat.domains.nl_judge import parse_verdicts

@@ -41,7 +41,8 @@ from passhat.testing.fault_server import Fault
 from passhat.testing.scripted_http import expected_reward, http_args
 from tests.runs import config, worker_for
 from passhat.workflows.run import RunWorkflow
-from passhat.contracts import TrialOutcome, TrialSpec
+from passhat.contracts import TrialSpec
+from passhat.outcomes import TrialOutcome
 from passhat.workflows.task import TaskWorkflow
 from passhat.workflows.trial import TrialWorkflow
 from passhat.workflows.client import follow, start_run

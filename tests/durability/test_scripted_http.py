@@ -17,7 +17,8 @@ from passhat.testing.scripted_http import (
 )
 from tests.helpers import conversation
 from tests.runs import config, run_to_end
-from passhat.contracts import AGENT_GREETING, STOP_TOKEN, trial_seeds
+from passhat.contracts import trial_seeds
+from passhat.messages import AGENT_GREETING, STOP_TOKEN
 
 
 @pytest.fixture(scope="module")

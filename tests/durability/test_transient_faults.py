@@ -22,7 +22,8 @@ from collections import Counter
 
 from temporalio.api.enums.v1 import EventType
 
-from passhat.contracts import EMPTY_REPLY, EMPTY_REPLY_RETRIES
+from passhat.contracts import EMPTY_REPLY_RETRIES
+from passhat.messages import EMPTY_REPLY
 from passhat.testing.harness import (
     TASKS,
     expected_rewards,

@@ -221,7 +221,7 @@ def test_missing_key_variables_from_litellm_or_api_key_env(monkeypatch):
 
 
 def test_views_follow_tau2_history_rules():
-    from passhat.contracts import Message, ToolCall
+    from passhat.messages import Message, ToolCall
 
     convo = [
         Message(role="assistant", content="Hi"),

@@ -4,7 +4,7 @@ way the user model receives it (its own messages `assistant`, the agent's `user`
 
 from __future__ import annotations
 
-from passhat.contracts import STOP_TOKEN, GoldAction, TaskInfo
+from passhat.messages import STOP_TOKEN, GoldAction, TaskInfo
 from passhat.infra.scripted_customer import Customer, customer_turn, first_person
 from passhat.infra.scripted_provider import model_family, user_turn
 

@@ -5,7 +5,9 @@ trial of the same task and seed in the same run, not with the plan's own code.""
 
 from __future__ import annotations
 
-from passhat.contracts import DEFAULT_SEED, STOP_TOKEN, is_success, trial_seeds
+from passhat.contracts import DEFAULT_SEED, trial_seeds
+from passhat.messages import STOP_TOKEN
+from passhat.outcomes import is_success
 from passhat.domains.registry import get_domain
 from passhat.infra.scripted_faults import (
     AGENT_FAULT_KINDS,

@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from passhat.contracts import Message, TaskOutcome, ToolCall
+from passhat.messages import Message, ToolCall
+from passhat.outcomes import TaskOutcome
 from passhat.infra.store import NotFoundError, Store, StoreError
 from passhat.run_identity import fingerprint
 from tests.helpers import conversation, make_config, make_spec

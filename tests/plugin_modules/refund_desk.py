@@ -15,7 +15,7 @@ import copy
 import json
 from typing import Any
 
-from passhat.contracts import GoldAction, Message, Score, TaskInfo, ToolCall
+from passhat.messages import GoldAction, Message, Score, TaskInfo, ToolCall
 from passhat.domains import register_domain
 from passhat.domains.base import UnknownTaskError
 

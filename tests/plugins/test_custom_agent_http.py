@@ -12,7 +12,8 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from passhat.activities.conversation import ConversationActivities
-from passhat.contracts import AGENT_GREETING, Message, StepRef
+from passhat.contracts import StepRef
+from passhat.messages import AGENT_GREETING, Message
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import until
 from passhat.testing.scripted_http import http_args

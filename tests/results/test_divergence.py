@@ -4,7 +4,7 @@ are not."""
 
 from __future__ import annotations
 
-from passhat.contracts import Message, ToolCall
+from passhat.messages import Message, ToolCall
 from passhat.results.divergence import TrialActions, agent_actions, cause_changes, task_divergence
 
 

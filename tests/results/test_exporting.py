@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from passhat.contracts import Message, RunConfig
+from passhat.contracts import RunConfig
+from passhat.messages import Message
 from passhat.results.exporting import export_run
 from passhat.results.records import ResultsError
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from passhat import metrics
-from passhat.contracts import AGENT_GREETING, Message, ToolCall
+from passhat.messages import AGENT_GREETING, Message, ToolCall
 from passhat.results.reading import read_results_file
 from passhat.results.records import ResultsFileError, StepRecord, TrialRecord
 from passhat.results.tau2_writer import tau2_reward_info, to_tau2_messages, to_tau2_results

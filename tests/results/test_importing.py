@@ -57,7 +57,8 @@ def _sweep_run(store) -> str:  # noqa: ANN001 - a Store
     """A finished sweep of two agent models with their own args, one airline trial each:
     a's succeeds; b's ends as agent_error on a reply (paid for) that a tau2 file does not
     record."""
-    from passhat.contracts import Message, RunConfig
+    from passhat.contracts import RunConfig
+    from passhat.messages import Message
 
     cfg = RunConfig(run_id="sweep", agent_models=["openai/a", "openai/b"], user_model="openai/u",
                     domains=["airline"], task_ids={"airline": ["0"]}, trials=1,

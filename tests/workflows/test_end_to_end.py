@@ -7,7 +7,7 @@ import json
 import pytest
 
 from passhat import metrics
-from passhat.contracts import is_success
+from passhat.outcomes import is_success
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import activity_types, agent_that_succeeds
 from passhat.testing.scripted_http import ScriptedResponder, http_args

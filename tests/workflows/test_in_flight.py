@@ -12,7 +12,7 @@ import threading
 
 from temporalio.client import Client
 
-from passhat.contracts import TRIAL_RUNNING
+from passhat.outcomes import TRIAL_RUNNING
 from passhat.testing.fault_server import FaultServer
 from passhat.testing.harness import until
 from passhat.testing.scripted_http import ScriptedResponder, http_args
