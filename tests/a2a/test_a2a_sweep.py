@@ -55,6 +55,7 @@ def sweep(temporal_server, tmp_path_factory):
         refusals = {
             "gate": passhat("gate", "--domain", "airline", *TASK_ARGS, "--user-model", "scripted/oracle", *agents,
                             "--require", "pass^1 >= 0.3", "--yes", env=env),
+            "adaptive": passhat("run", *suite, *agents, "--adaptive", env=env),
             "model": passhat("run", *suite, *agents, "--agent-model", "scripted/oracle", env=env),
             "mixed": passhat("run", *suite, *agents[:2], "--agent", "llm_agent", env=env),
             "dead": passhat("run", *suite, *agents, "--agent", f"a2a:http://127.0.0.1:{free_port()}", env=env),
@@ -140,6 +141,7 @@ def test_the_set_of_agents_is_the_runs_identity_and_mistakes_are_one_line(sweep)
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, (what, done.stderr)
         assert "Traceback" not in done.stderr
     assert "decides for one agent at a time" in sweep.refusals["gate"].stderr
+    assert "measures one agent at a time" in sweep.refusals["adaptive"].stderr
     assert "leave out --agent-model" in sweep.refusals["model"].stderr
     assert "llm_agent is not one" in sweep.refusals["mixed"].stderr
     dead = sweep.refusals["dead"].stderr
