@@ -55,6 +55,10 @@ PER_SHELL = {"PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES", "TERM", "COLORTE
 PER_TERMINAL = ("SSH_", "TMUX", "TERM_", "ITERM_", "VSCODE_", "WT_SESSION", "XDG_SESSION")
 _lock = None  # warm.lock, open (and locked) in this process only: each fork closes it
 _terminated, _wake = -1, -1  # the pipe a SIGTERM wakes the loop with (read end, write end)
+# The import path before preload(): what a `passhat` process starts with. Imports may add
+# to it (litellm 1.82, tau2 1.0.x's pin, appends the working directory, the folder this
+# process was started in), and a command's process imports its plugins before litellm.
+_start_path: list[str] = []
 PACKAGES = ("passhat", "passhat.cli", "passhat.workflows", "passhat.activities",
             "passhat.domains", "passhat.infra", "passhat.results", "passhat.testing")
 
@@ -96,6 +100,7 @@ def preload() -> None:
 def main() -> NoReturn:
     if len(sys.argv) > 1:  # what a `passhat` command has first on its import path
         sys.path.insert(0, sys.argv[1])  # started with -P: nothing of its folder is there
+    _start_path[:] = sys.path
     home = settings.home()
     home.mkdir(parents=True, exist_ok=True)
     global _lock
@@ -284,6 +289,7 @@ def _command(fds: list[int], request: dict, from_dotenv: dict[str, str]) -> NoRe
                 os.close(fd)
         sys.stdout.reconfigure(line_buffering=sys.stdout.isatty())
         os.chdir(request["cwd"])
+        sys.path[:] = _start_path or sys.path  # never what this process's imports added
         sys.path[0] = request.get("path0", sys.path[0])
         env = request["env"]
         os.environ.clear()

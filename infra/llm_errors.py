@@ -177,21 +177,25 @@ def _configuration_error(exc: BaseException, model: str | None) -> ModelCallErro
     return None
 
 
-def _causes(exc: BaseException):  # noqa: ANN202 - an iterator of exceptions
-    """`exc` and the exceptions it was raised from or while handling, innermost last."""
-    seen: set[int] = set()
+def _causes(exc: BaseException, seen: set[int] | None = None):  # noqa: ANN202 - an iterator of exceptions
+    """`exc` and the exceptions it was raised from or while handling, innermost last; an
+    exception group's own exceptions right after it (httpx's connect under anyio raises
+    one: the client tau2 1.0.x gives litellm, `litellm.aclient_session`)."""
+    seen = set() if seen is None else seen
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         yield current
+        for inner in current.exceptions if isinstance(current, BaseExceptionGroup) else ():
+            yield from _causes(inner, seen)
         current = current.__cause__ or current.__context__
 
 
 def _invalid_url(causes: list[BaseException]) -> BaseException | None:
     """The error a malformed request URL raised, under a connection error: httpx's
     InvalidURL or UnsupportedProtocol, aiohttp's InvalidURL or NonHttpUrlClientError
-    (litellm's transport), or a ValueError from below the HTTP client ("Port out of
-    range"). A refused or dropped connection, or a name that does not resolve, raises
+    (litellm's transport), a ValueError from below the HTTP client ("Port out of
+    range") or the socket's OverflowError ("port must be 0-65535"). A refused or dropped connection, or a name that does not resolve, raises
     OSErrors instead: those stay transient."""
     import aiohttp
     import httpx
@@ -204,6 +208,8 @@ def _invalid_url(causes: list[BaseException]) -> BaseException | None:
             return cause
         if isinstance(cause, ValueError) and (connection or str(cause).startswith("Port out of range")):
             return cause  # (litellm 1.82's OpenAI client raises "Port out of range" unwrapped)
+        if isinstance(cause, OverflowError) and "port must be 0-65535" in str(cause):
+            return cause  # the socket's own refusal, under httpx's anyio connect
         connection = connection or type(cause).__name__ in ("APIConnectionError", "RequestError", "ConnectError")
     return None
 

@@ -44,6 +44,11 @@ Such a first message of passhat's in MCP mode, with the tools as the request's o
 the model behind an agent with its tools over MCP: it is answered with the oracle's turn
 as it is (its tool calls' ids say its progress, as in tool mode).
 
+A request whose system prompt is the installed tau2's NL-assertion judge prompt (tau2
+1.0.x grades such assertions with one model call, `gpt-4.1-2025-04-14` by default, an
+OpenAI model, so it comes here too) is answered as `scripted/judge` answers it: every
+assertion is met (passhat.infra.scripted_provider.judge_turn), whatever model it names.
+
 One more agent model exists only here: `skip-write` is the oracle that leaves out the
 task's first write of its own (scripted_faults' skipped_write at that action); on a task
 with none it is the oracle.
@@ -73,11 +78,12 @@ import threading
 from collections import Counter
 from typing import Any, Iterable
 
-from passhat.messages import STOP_TOKEN, TaskInfo
+from passhat.domains.nl_judge import judge_messages
 from passhat.domains.registry import get_domain
 from passhat.infra import scripted_agentify, scripted_faults, scripted_provider, scripted_review
 from passhat.infra.scripted_customer import customer_turn
 from passhat.infra.scripted_personas import customer_for
+from passhat.messages import STOP_TOKEN, TaskInfo
 
 SCENARIO_TAG = "<scenario>"
 FIXED_MODEL = re.compile(r"fixed-(\d+)")
@@ -168,6 +174,7 @@ class ScriptedResponder:
         # Built here, once per domain: the responder runs on the server's event loop,
         # where loading tau2 data would stall every request.
         self.indexes = [_DomainIndex(d) for d in domains]
+        self.judge_prompt = message_text(judge_messages([], [])[0]["content"])  # tau2's own, for any trajectory
         self.latency = latency
         self.play = play
         self.max_hold_s = max_hold_s
@@ -245,6 +252,8 @@ class ScriptedResponder:
         model = self.play or str(body.get("model", ""))
         if model.rsplit("/", 1)[-1] in scripted_review.MODELS:  # a review judge (passhat review)
             return scripted_review.review_turn(model, list(body.get("messages") or []))  # its system prompt too
+        if system == self.judge_prompt:  # tau2 1.0.x's NL-assertion judge
+            return scripted_provider.judge_turn(messages)
         seed = body.get("seed")
         calls = fixed_length(model)
         if calls is not None:

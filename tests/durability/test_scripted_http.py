@@ -165,3 +165,15 @@ def test_the_customer_user_answers_over_http_as_in_process(airline_responder):
     gold = task.gold_actions[0]
     assert airline_responder.answer(body)["tool_calls"][0]["function"] == {
         "name": gold.name, "arguments": json.dumps(gold.arguments)}
+
+
+def test_tau2s_nl_assertion_judge_is_answered_as_scripted_judge(airline_responder):
+    """tau2 1.0.x grades NL assertions with one call to an OpenAI model by default, which
+    the loopback server gets: its request (tau2's own prompt, no seed, no task's system
+    prompt) is answered as scripted/judge answers it, every assertion met."""
+    from passhat.domains.nl_judge import judge_messages
+
+    assertions = ["The agent cancels the reservation.", "The agent does not offer a refund."]
+    body = {"model": "gpt-4.1-2025-04-14", "messages": judge_messages([], assertions)}
+    verdicts = json.loads(airline_responder.answer(body)["content"])["results"]
+    assert [(v["expectedOutcome"], v["metExpectation"]) for v in verdicts] == [(a, True) for a in assertions]

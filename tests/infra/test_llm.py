@@ -158,16 +158,25 @@ async def test_unknown_model_is_deterministic():
         # api_bases no request can be sent to, which litellm reports as connection errors.
         # (the message names the scheme; litellm 1.82's httpx error leaves out the URL)
         ("openai/m", {"api_key": "x", "api_base": "htp://127.0.0.1:{port}/v1"}, "InvalidApiBase", "htp://"),
-        ("openai/m", {"api_key": "x", "api_base": "http://127.0.0.1:99999/v1"}, "InvalidApiBase",
-         "Port out of range"),
+        # ("Port out of range 0-65535" from litellm's client; the socket's "port must be
+        # 0-65535", in an exception group, from httpx's)
+        ("openai/m", {"api_key": "x", "api_base": "http://127.0.0.1:99999/v1"}, "InvalidApiBase", "0-65535"),
     ],
     ids=["openai-key", "anthropic-key", "no-provider", "not-http", "bad-port"],
 )
-async def test_configuration_errors_are_not_retried(monkeypatch, model, args, error_class, names):
+@pytest.mark.parametrize("client", ["litellm's", "httpx"])
+async def test_configuration_errors_are_not_retried(monkeypatch, model, args, error_class, names, client):
     """Deterministic errors litellm wraps as 500s or connection errors fail at once, in
-    one line that says what to fix, and no request reaches the server."""
+    one line that says what to fix, and no request reaches the server: with litellm's own
+    HTTP client, and with the httpx client tau2 1.0.x's llm_utils gives it when imported
+    (`litellm.aclient_session`), as in every worker there."""
+    import httpx
+    import litellm
+
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(litellm, "aclient_session", httpx.AsyncClient() if client == "httpx" else None)
+    litellm.in_memory_llm_clients_cache.flush_cache()  # its clients are built once per api_base
     with FaultServer() as srv:
         port = srv.url.rsplit(":", 1)[1]
         args = {k: v.replace("{port}", port) for k, v in {"api_base": srv.url + "/v1", **args}.items()}
