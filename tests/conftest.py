@@ -22,6 +22,9 @@ os.environ.setdefault(TEST_KEY_ENV, "loopback-test-key")
 # test home would outlive the test by its idle time. tests/cli/test_warm_start.py turns
 # it on where it is what is tested.
 os.environ.setdefault("PASSHAT_WARM_START", "0")
+# pytest-xdist's worker processes (tests/run.sh) have COLUMNS=80 set, which every command a
+# test starts would inherit and wrap its piped output at; a user's pipe has no such width.
+os.environ.pop("COLUMNS", None)
 # A suite a shell started in the background without job control (`... &`) has SIGINT
 # ignored, and so would every command a test starts; the tests that press Ctrl-C need it
 # as a terminal leaves it (a handled signal is the default again after exec).
