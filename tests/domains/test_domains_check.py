@@ -96,7 +96,7 @@ def test_the_domain_list_names_a_domain_that_cannot_load_and_goes_on(env):
 def test_a_tool_that_raises_answers_with_an_error_tool_message(env):
     script = (
         "import pharmacy\n"
-        "from passhat.contracts import ToolCall\n"
+        "from passhat.messages import ToolCall\n"
         "from passhat.domains.registry import get_domain\n"
         "d = get_domain('pharmacy')\n"
         "[m] = d.execute('controlled_refused', [], [ToolCall(id='c1', name='request_refill',"
