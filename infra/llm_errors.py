@@ -195,7 +195,8 @@ def _invalid_url(causes: list[BaseException]) -> BaseException | None:
     """The error a malformed request URL raised, under a connection error: httpx's
     InvalidURL or UnsupportedProtocol, aiohttp's InvalidURL or NonHttpUrlClientError
     (litellm's transport), a ValueError from below the HTTP client ("Port out of
-    range") or the socket's OverflowError ("port must be 0-65535"). A refused or dropped connection, or a name that does not resolve, raises
+    range") or the socket's OverflowError ("port must be 0-65535"). A refused or dropped
+    connection, or a name that does not resolve, raises
     OSErrors instead: those stay transient."""
     import aiohttp
     import httpx
